@@ -1,0 +1,33 @@
+# Two commands do all the set-up: `make run` and `make test`.
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test setup lint pytest clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@PY=$$(scripts/find-python) && { [ -x $(BIN)/python ] || "$$PY" -m venv $(VENV); }
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+run: $(STAMP)
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/daphne --bind $(HOST) --port $(PORT) --websocket_timeout -1 koruweb.asgi:application
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint pytest
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class ActivityConfig(AppConfig):
+    name = "activity"
+    verbose_name = "Agent activity"
+    default_auto_field = "django.db.models.BigAutoField"

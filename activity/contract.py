@@ -1,0 +1,204 @@
+"""The durable ToolActivity contract (seed 004): its enums, bounds and JSON shape.
+
+Everything the contract names is defined here once; models, the merge and the export use it.
+
+Enums and where they come from in ACP (DESIGN.md "The row"):
+
+- ``ToolStatus``: ``pending``→proposed, ``in_progress``→running, ``completed``, ``failed``,
+  v2 ``cancelled``. An unknown ACP status leaves the status as it was; the raw word is kept in
+  the ``agent_status`` helper column and shown.
+- ``ToolApproval``: no prompt → not_required; prompt open → pending; answered allow_* →
+  approved, reject_* → denied; closed unanswered (turn cancelled or ended) → cancelled.
+- ``ToolErrorCode``: set with failed/cancelled. Denied by a person → permission_denied; turn
+  cancelled → cancelled; the agent reported a failure → tool_failed; the agent process died
+  mid-call → agent_exited.
+- ``ChoiceIntent``: a permission option's ``kind``; anything else → other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from django.db import models
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ToolStatus(models.TextChoices):
+    PROPOSED = "proposed"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATUSES
+
+
+FINAL_STATUSES = frozenset({ToolStatus.COMPLETED, ToolStatus.FAILED, ToolStatus.CANCELLED})
+
+ACP_STATUS = {
+    "pending": ToolStatus.PROPOSED,
+    "in_progress": ToolStatus.RUNNING,
+    "completed": ToolStatus.COMPLETED,
+    "failed": ToolStatus.FAILED,
+    "cancelled": ToolStatus.CANCELLED,
+}
+
+
+class ToolApproval(models.TextChoices):
+    NOT_REQUIRED = "not_required"
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    CANCELLED = "cancelled"
+
+
+class ToolErrorCode(models.TextChoices):
+    PERMISSION_DENIED = "permission_denied"
+    CANCELLED = "cancelled"
+    TOOL_FAILED = "tool_failed"
+    AGENT_EXITED = "agent_exited"
+
+
+class ChoiceIntent(models.TextChoices):
+    ALLOW_ONCE = "allow_once"
+    ALLOW_ALWAYS = "allow_always"
+    REJECT_ONCE = "reject_once"
+    REJECT_ALWAYS = "reject_always"
+    OTHER = "other"
+
+    @classmethod
+    def from_kind(cls, kind: str | None) -> ChoiceIntent:
+        return cls(kind) if kind in cls.values else cls.OTHER
+
+    @property
+    def allows(self) -> bool:
+        return self in (ChoiceIntent.ALLOW_ONCE, ChoiceIntent.ALLOW_ALWAYS)
+
+
+# ACP kinds whose tools only look: read, search, think, fetch.
+READ_ONLY_KINDS = frozenset({"read", "search", "think", "fetch"})
+
+# Public summaries kept in error_message; never the agent's raw words.
+ERROR_MESSAGES = {
+    ToolErrorCode.PERMISSION_DENIED: "A person denied permission to run this tool.",
+    ToolErrorCode.CANCELLED: "The turn was cancelled before this tool finished.",
+    ToolErrorCode.TOOL_FAILED: "The agent reported that this tool failed.",
+    ToolErrorCode.AGENT_EXITED: "The agent process exited before this tool finished.",
+}
+
+UINT32_MAX = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds on what a local agent's row keeps, in characters (code points)."""
+
+    content_chars: int = 16_384  # agent_input / agent_output: AGENT_CONTENT_CHARS
+    short_chars: int = 512  # agent_label / agent_summary / error_message
+
+    @classmethod
+    def from_settings(cls) -> Limits:
+        from django.conf import settings
+
+        return cls(settings.AGENT_CONTENT_CHARS, settings.AGENT_SHORT_CHARS)
+
+
+def clean_text(text: str) -> str:
+    """Text any database can store: lone surrogates become U+FFFD, NUL characters are dropped."""
+    if text.isascii():
+        return text.replace("\x00", "")
+    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text.replace("\x00", "")
+
+
+def bound(text: str | None, limit: int) -> str | None:
+    """Cut ``text`` to at most ``limit`` characters, the visible cut marker included.
+
+    Cuts fall between characters (code points), never inside a multi-byte one.
+    """
+    if text is None:
+        return None
+    text = clean_text(text)
+    if len(text) <= limit:
+        return text
+    # The marker's own length depends on the count it shows; two rounds settle it.
+    removed = len(text) - limit
+    for _ in range(3):
+        marker = f"…[{removed:,} more characters cut]"
+        keep = max(limit - len(marker), 0)
+        removed = len(text) - keep
+    return (text[:keep] + marker)[:limit]
+
+
+# --- the contract's JSON shape --------------------------------------------------------------
+
+
+class LiveChoice(BaseModel):
+    id: str
+    intent: ChoiceIntent
+    label: str
+
+
+class LiveQuestionOption(BaseModel):
+    label: str
+    description: str | None = None
+
+
+class LiveQuestion(BaseModel):
+    id: str
+    header: str | None = None
+    question: str
+    options: list[LiveQuestionOption]
+    allow_other: bool
+    secret: bool
+    # koruweb's one extension: the answer is a list of option labels.
+    multi_select: bool = False
+
+
+class AgentActivityLive(BaseModel):
+    choices: list[LiveChoice]
+    questions: list[LiveQuestion]
+
+
+Timestamp = int  # epoch milliseconds, UTC, signed
+
+
+class ToolActivityRecord(BaseModel):
+    """Durable and public tool activity: seed 004, field for field, in its order."""
+
+    model_config = ConfigDict(title="ToolActivity", use_enum_values=True)
+
+    id: UUID
+    attempt_id: UUID
+    chat_id: UUID
+    assistant_message_id: UUID
+    tool_name: str
+    read_only: bool
+    status: ToolStatus
+    approval: ToolApproval
+    proposed_at: Timestamp = Field(ge=-(2**63), le=2**63 - 1)
+    started_at: Timestamp | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    completed_at: Timestamp | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    result_bytes: int | None = Field(default=None, ge=0, le=2**64 - 1)
+    error_code: ToolErrorCode | None = None
+    target_workspace_id: UUID | None = None
+    target_document_id: UUID | None = None
+    error_message: str | None = None
+    agent_label: str | None = None
+    agent_summary: str | None = None
+    agent_input: str | None = None
+    agent_output: str | None = None
+    text_offset: int | None = Field(default=None, ge=0, le=UINT32_MAX)
+    live: AgentActivityLive | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def tool_activity_json_schema() -> dict[str, Any]:
+    """The JSON Schema of one ToolActivity, generated from the model above."""
+    return ToolActivityRecord.model_json_schema(mode="serialization")

@@ -1,0 +1,366 @@
+"""The merge: the state of one tool call + one event → its new state. Pure: no I/O, no clock.
+
+Implements DESIGN.md "Merge rules" and ACP.md §8 for the columns of the contract:
+
+1. ``tool_call`` and ``tool_call_update`` are both upserts keyed by (chat, ``toolCallId``); an
+   update whose opening never arrived still makes a row (``opened`` stays False).
+2. Only the fields present are patched: an absent or null field never blanks a stored one, an
+   empty title never replaces a title, an empty ``{}`` input never replaces a real one.
+   ``content`` replaces the whole output when present; ``[]`` empties it.
+3. Status is not a ladder: any order is accepted, but a final call (completed, failed,
+   cancelled) never goes back to proposed or running. A cancelled call may still complete.
+4. Unknown kinds and statuses are kept raw in helper columns; an unknown status leaves the
+   contract's ``status`` as it was.
+5. A permission request or a question may be the first sight of a call: it creates or patches
+   the row without moving its status back, and opens its approval.
+
+The caller supplies the time (the runner's stamp on the frame, so a resend never shifts a time),
+the reply's Markdown length in bytes and the bounds, in a ``MergeContext``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from activity.contract import (
+    ACP_STATUS,
+    ERROR_MESSAGES,
+    FINAL_STATUSES,
+    READ_ONLY_KINDS,
+    UINT32_MAX,
+    ChoiceIntent,
+    Limits,
+    ToolApproval,
+    ToolErrorCode,
+    ToolStatus,
+    bound,
+)
+from activity.protocol import (
+    CreateElicitation,
+    RequestPermission,
+    ToolCallContentChunk,
+    ToolCallFields,
+    ToolCallUpdate,
+)
+from activity.render import (
+    is_empty_input,
+    render_content,
+    render_content_item,
+    render_input,
+    render_locations,
+    render_raw,
+)
+
+RAW_WORD_CHARS = 64  # agent_kind / agent_status
+TOOL_NAME_CHARS = 200
+
+
+@dataclass(frozen=True)
+class MergeContext:
+    at: int  # epoch ms, the runner's stamp on the frame that carries the event
+    reply_bytes: int = 0  # bytes of the reply's Markdown so far: a new call's text_offset
+    limits: Limits = Limits()
+
+
+@dataclass(frozen=True)
+class CallState:
+    """What the merge keeps of one tool call: the contract's columns and a few helpers."""
+
+    tool_call_id: str
+    proposed_at: int
+    text_offset: int | None = None
+    tool_name: str = "other"
+    read_only: bool = False
+    status: ToolStatus = ToolStatus.PROPOSED
+    approval: ToolApproval = ToolApproval.NOT_REQUIRED
+    started_at: int | None = None
+    completed_at: int | None = None
+    result_bytes: int | None = None
+    error_code: ToolErrorCode | None = None
+    error_message: str | None = None
+    agent_label: str | None = None
+    agent_summary: str | None = None
+    agent_input: str | None = None
+    agent_output: str | None = None
+    # Helpers beside the contract: never raw payloads.
+    agent_kind: str | None = None  # the ACP kind as sent, known or not
+    agent_status: str | None = None  # the ACP status as sent, known or not
+    agent_tool: str | None = None  # the tool's own name (`name` or _meta.claudeCode.toolName)
+    input_seen: bool = False  # a real (non-empty) input arrived
+    opened: bool = False  # a `tool_call` arrived, not only updates
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+
+# --- koruweb's own events, beside the ACP messages of protocol.py ---------------------------
+
+
+@dataclass(frozen=True)
+class PromptClosed:
+    """A permission prompt or question on this call was answered, or closed unanswered.
+
+    ``approval`` is what the agent was told: approved, denied or cancelled.
+    """
+
+    approval: ToolApproval
+
+
+@dataclass(frozen=True)
+class TurnCancelled:
+    """The turn was cancelled: unfinished calls become cancelled, open prompts close."""
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    """The turn's prompt returned: open prompts close; late updates still apply."""
+
+
+@dataclass(frozen=True)
+class AgentExited:
+    """The agent process died: unfinished calls fail with ``agent_exited``."""
+
+
+Event = (
+    ToolCallUpdate
+    | ToolCallFields
+    | ToolCallContentChunk
+    | RequestPermission
+    | CreateElicitation
+    | PromptClosed
+    | TurnCancelled
+    | TurnEnded
+    | AgentExited
+)
+
+
+def event_call_id(event: Event) -> str | None:
+    """The ``toolCallId`` an ACP event is about, or None when it names no call."""
+    match event:
+        case ToolCallFields() | ToolCallContentChunk():
+            return event.tool_call_id
+        case RequestPermission():
+            call = event.call
+            return call.tool_call_id if call else None
+        case CreateElicitation():
+            return event.tool_call_id
+    return None
+
+
+def merge(state: CallState | None, event: Event, ctx: MergeContext) -> CallState:
+    """Apply one event to a call. ``state`` is None the first time the call is seen."""
+    match event:
+        case ToolCallFields():
+            return apply_update(state, event, ctx)
+        case ToolCallContentChunk():
+            return append_content(state, event, ctx)
+        case RequestPermission():
+            return ask_permission(state, event, ctx)
+        case CreateElicitation():
+            return ask_question(state, event, ctx)
+    if state is None:
+        raise ValueError(f"{type(event).__name__} needs a call that has been seen")
+    match event:
+        case PromptClosed():
+            return close_prompt(state, event.approval, ctx)
+        case TurnCancelled():
+            return cancel(state, ctx)
+        case TurnEnded():
+            return close_prompt(state, ToolApproval.CANCELLED, ctx)
+        case AgentExited():
+            return agent_exited(state, ctx)
+    raise TypeError(f"not a merge event: {event!r}")
+
+
+def first_sight(tool_call_id: str, ctx: MergeContext) -> CallState:
+    return CallState(
+        tool_call_id=tool_call_id,
+        proposed_at=ctx.at,
+        text_offset=min(max(ctx.reply_bytes, 0), UINT32_MAX),
+    )
+
+
+def apply_update(
+    state: CallState | None, update: ToolCallFields, ctx: MergeContext, *, prompt: bool = False
+) -> CallState:
+    """Patch a call with the fields an update carries (rules 1–4).
+
+    With ``prompt`` (the toolCall embedded in a permission request) the update never moves the
+    status and never empties the output: it is a snapshot, not news.
+    """
+    s = state or first_sight(update.tool_call_id, ctx)
+    limits = ctx.limits
+    changes: dict[str, Any] = {}
+    if isinstance(update, ToolCallUpdate) and update.session_update == "tool_call":
+        changes["opened"] = True
+    if update.title:
+        changes["agent_label"] = bound(update.title, limits.short_chars)
+    if update.kind:
+        changes["agent_kind"] = bound(update.kind, RAW_WORD_CHARS)
+    tool = update.name or _meta_tool_name(update.meta)
+    if tool:
+        changes["agent_tool"] = bound(tool, TOOL_NAME_CHARS)
+    kind = changes.get("agent_kind", s.agent_kind)
+    if not is_empty_input(update.raw_input):
+        changes["agent_input"] = bound(render_input(update.raw_input, kind), limits.content_chars)
+        changes["input_seen"] = True
+    elif update.locations and not s.input_seen:
+        changes["agent_input"] = bound(render_locations(update.locations), limits.content_chars)
+    output = _output(update, prompt=prompt)
+    if output is not None:
+        text = output or None
+        changes["agent_output"] = bound(text, limits.content_chars)
+        changes["result_bytes"] = len(text.encode("utf-8", "surrogatepass")) if text else None
+    s = _with_identity(replace(s, **changes))
+    if update.status:
+        s = replace(s, agent_status=bound(update.status, RAW_WORD_CHARS))
+        status = ACP_STATUS.get(update.status)
+        if status is not None and not prompt:
+            s = set_status(s, status, ctx)
+    return s
+
+
+def _meta_tool_name(meta: dict[str, Any] | None) -> str | None:
+    claude = (meta or {}).get("claudeCode")
+    name = claude.get("toolName") if isinstance(claude, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _output(update: ToolCallFields, *, prompt: bool) -> str | None:
+    """The new output text, "" to empty it, or None to leave it as it is."""
+    if update.content is not None:
+        text = render_content(update.content)
+        if text or (not prompt and update.raw_output is None):
+            return text
+    if update.raw_output is not None and update.raw_output != "":
+        return render_raw(update.raw_output)
+    return None
+
+
+def _with_identity(s: CallState) -> CallState:
+    """tool_name: the tool's own name, else the ACP kind; read_only from the kind."""
+    return replace(
+        s,
+        tool_name=s.agent_tool or s.agent_kind or "other",
+        read_only=s.agent_kind in READ_ONLY_KINDS,
+    )
+
+
+def set_status(s: CallState, status: ToolStatus, ctx: MergeContext) -> CallState:
+    """Move a call to ``status`` unless that would take a finished call back (rule 3)."""
+    if s.is_final and status not in FINAL_STATUSES:
+        return s
+    changes: dict[str, Any] = {"status": status}
+    if status is ToolStatus.RUNNING and s.started_at is None:
+        changes["started_at"] = ctx.at
+    if status in FINAL_STATUSES and s.completed_at is None:
+        changes["completed_at"] = ctx.at
+    code = _error_code(s, status)
+    changes["error_code"] = code
+    changes["error_message"] = ERROR_MESSAGES[code] if code else None
+    return replace(s, **changes)
+
+
+def _error_code(s: CallState, status: ToolStatus) -> ToolErrorCode | None:
+    if status is ToolStatus.CANCELLED:
+        return ToolErrorCode.CANCELLED
+    if status is not ToolStatus.FAILED:
+        return None
+    if s.approval is ToolApproval.DENIED:
+        return ToolErrorCode.PERMISSION_DENIED
+    if s.status is ToolStatus.FAILED and s.error_code is not None:
+        return s.error_code
+    return ToolErrorCode.TOOL_FAILED
+
+
+def append_content(
+    state: CallState | None, chunk: ToolCallContentChunk, ctx: MergeContext
+) -> CallState:
+    """v2 ``tool_call_content_chunk``: one more item at the end of the output."""
+    s = state or first_sight(chunk.tool_call_id, ctx)
+    text = render_content_item(chunk.content)
+    if not text:
+        return s
+    joined = f"{s.agent_output}\n{text}" if s.agent_output else text
+    size = (s.result_bytes or 0) + len(text.encode("utf-8", "surrogatepass"))
+    return replace(
+        s,
+        agent_output=bound(joined, ctx.limits.content_chars),
+        result_bytes=size + (1 if s.agent_output else 0),
+    )
+
+
+def ask_permission(
+    state: CallState | None, request: RequestPermission, ctx: MergeContext
+) -> CallState:
+    """A permission request: patch the call from its snapshot and open its approval."""
+    call = request.call
+    if call is None:
+        raise ValueError("a permission request without a tool call is a standalone prompt")
+    s = apply_update(state, call, ctx, prompt=True)
+    if request.title:
+        asked = f"{request.title}\n{request.description}" if request.description else request.title
+    else:
+        asked = call.title or s.agent_label or s.tool_name
+    return replace(
+        s, agent_summary=bound(asked, ctx.limits.short_chars), approval=ToolApproval.PENDING
+    )
+
+
+def ask_question(
+    state: CallState | None, request: CreateElicitation, ctx: MergeContext
+) -> CallState:
+    """A question (``elicitation/create``) about a call: it waits for a person's answer."""
+    if request.tool_call_id is None:
+        raise ValueError("a question without a tool call is a standalone prompt")
+    s = state or first_sight(request.tool_call_id, ctx)
+    asked = request.message or (request.requested_schema and request.requested_schema.title)
+    return replace(
+        s,
+        agent_summary=bound(asked or s.agent_label, ctx.limits.short_chars),
+        approval=ToolApproval.PENDING,
+    )
+
+
+def close_prompt(s: CallState, approval: ToolApproval, ctx: MergeContext) -> CallState:
+    """Record what the agent was told; only an open prompt can be closed."""
+    if s.approval is not ToolApproval.PENDING:
+        return s
+    s = replace(s, approval=approval)
+    if approval is ToolApproval.APPROVED and s.started_at is None:
+        s = replace(s, started_at=ctx.at)
+    if approval is ToolApproval.DENIED and s.status is ToolStatus.FAILED:
+        s = replace(
+            s,
+            error_code=ToolErrorCode.PERMISSION_DENIED,
+            error_message=ERROR_MESSAGES[ToolErrorCode.PERMISSION_DENIED],
+        )
+    return s
+
+
+def intent_approval(intent: ChoiceIntent | None) -> ToolApproval:
+    """What choosing an option of this intent means for the row (None: cancelled)."""
+    if intent is None:
+        return ToolApproval.CANCELLED
+    if intent in (ChoiceIntent.REJECT_ONCE, ChoiceIntent.REJECT_ALWAYS):
+        return ToolApproval.DENIED
+    return ToolApproval.APPROVED
+
+
+def cancel(s: CallState, ctx: MergeContext) -> CallState:
+    s = close_prompt(s, ToolApproval.CANCELLED, ctx)
+    return s if s.is_final else set_status(s, ToolStatus.CANCELLED, ctx)
+
+
+def agent_exited(s: CallState, ctx: MergeContext) -> CallState:
+    s = close_prompt(s, ToolApproval.CANCELLED, ctx)
+    if s.is_final:
+        return s
+    s = set_status(s, ToolStatus.FAILED, ctx)
+    return replace(
+        s,
+        error_code=ToolErrorCode.AGENT_EXITED,
+        error_message=ERROR_MESSAGES[ToolErrorCode.AGENT_EXITED],
+    )

@@ -1,0 +1,205 @@
+"""koruweb's durable records: workspaces, chats, turns, replies and the ToolActivity rows.
+
+ToolActivity follows seed 004 field for field (see activity/contract.py for the enums and
+bounds). Nothing raw is persisted: what a local agent did lives only in the four bounded
+``agent_*`` strings, beside a few named helper columns the merge keeps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+from activity.contract import (
+    ToolActivityRecord,
+    ToolApproval,
+    ToolErrorCode,
+    ToolStatus,
+)
+from activity.merge import CallState
+
+CALL_STATE_FIELDS = tuple(f.name for f in dataclasses.fields(CallState))
+
+
+class Workspace(models.Model):
+    """A team's space: its chats, members and agent tokens."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Chat(models.Model):
+    """One ACP session between one runner and one agent; its id is minted by the runner."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="chats")
+    title = models.CharField(max_length=512, blank=True)
+    agent_name = models.CharField(max_length=200, blank=True)
+    agent_version = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    # Bumped by every committed change; every push carries the version it brings a page to.
+    version = models.PositiveBigIntegerField(default=0)
+    # The highest runner frame applied: a resent frame at or below it is dropped.
+    last_seq = models.PositiveBigIntegerField(default=0)
+    # How many tool rows the chat has: the next row's position.
+    tool_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["workspace", "-created_at"])]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class InferenceAttempt(models.Model):
+    """A turn: one prompt and everything until its stop reason."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="attempts")
+    prompt = models.TextField(blank=True)  # the user's prompt, bounded like agent_input
+    started_at = models.BigIntegerField()  # epoch ms, the runner's clock
+    ended_at = models.BigIntegerField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["started_at"]
+
+    def __str__(self) -> str:
+        return f"turn {self.id}"
+
+    @property
+    def is_running(self) -> bool:
+        return self.ended_at is None
+
+
+class Message(models.Model):
+    """The assistant's reply in one turn: its Markdown, with the thoughts kept apart."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="messages")
+    attempt = models.OneToOneField(InferenceAttempt, on_delete=models.CASCADE, related_name="reply")
+    markdown = models.TextField(blank=True)
+    thoughts = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"reply {self.id}"
+
+    @property
+    def markdown_bytes(self) -> int:
+        return len(self.markdown.encode("utf-8"))
+
+
+class ToolActivity(models.Model):
+    """Durable and public tool activity (seed 004)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    attempt = models.ForeignKey(
+        InferenceAttempt, on_delete=models.CASCADE, related_name="tool_activities"
+    )
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="tool_activities")
+    assistant_message = models.ForeignKey(
+        Message, on_delete=models.CASCADE, related_name="tool_activities"
+    )
+    tool_name = models.CharField(max_length=200)
+    read_only = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=ToolStatus.choices)
+    approval = models.CharField(max_length=16, choices=ToolApproval.choices)
+    proposed_at = models.BigIntegerField()
+    started_at = models.BigIntegerField(null=True, blank=True)
+    completed_at = models.BigIntegerField(null=True, blank=True)
+    result_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    error_code = models.CharField(
+        max_length=32, choices=ToolErrorCode.choices, null=True, blank=True
+    )
+    target_workspace_id = models.UUIDField(null=True, blank=True)
+    target_document_id = models.UUIDField(null=True, blank=True)
+    error_message = models.TextField(null=True, blank=True)
+    agent_label = models.TextField(null=True, blank=True)
+    agent_summary = models.TextField(null=True, blank=True)
+    agent_input = models.TextField(null=True, blank=True)
+    agent_output = models.TextField(null=True, blank=True)
+    text_offset = models.PositiveIntegerField(null=True, blank=True)
+
+    # Helpers the merge keeps beside the contract (never raw payloads).
+    tool_call_id = models.CharField(max_length=512)  # the agent's own id for the call
+    agent_kind = models.CharField(max_length=64, null=True, blank=True)
+    agent_status = models.CharField(max_length=64, null=True, blank=True)
+    agent_tool = models.CharField(max_length=200, null=True, blank=True)
+    input_seen = models.BooleanField(default=False)
+    opened = models.BooleanField(default=False)
+    # Where the row stands in its chat, and the chat version that last changed it.
+    position = models.PositiveIntegerField()
+    version = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position"]
+        verbose_name_plural = "tool activities"
+        constraints = [
+            models.UniqueConstraint(fields=["chat", "tool_call_id"], name="one_row_per_call"),
+            models.UniqueConstraint(fields=["chat", "position"], name="one_row_per_position"),
+        ]
+        indexes = [models.Index(fields=["chat", "version"])]
+
+    def __str__(self) -> str:
+        return self.agent_label or self.tool_name
+
+    @property
+    def dom_id(self) -> str:
+        return f"tool-{self.id}"
+
+    def state(self) -> CallState:
+        values = {name: getattr(self, name) for name in CALL_STATE_FIELDS}
+        values["status"] = ToolStatus(self.status)
+        values["approval"] = ToolApproval(self.approval)
+        values["error_code"] = ToolErrorCode(self.error_code) if self.error_code else None
+        return CallState(**values)
+
+    def set_state(self, state: CallState) -> list[str]:
+        """Copy a merged state onto the row; returns the names of the fields that changed."""
+        changed = []
+        for name in CALL_STATE_FIELDS:
+            value = getattr(state, name)
+            if getattr(self, name) != value:
+                setattr(self, name, value)
+                changed.append(name)
+        return changed
+
+    def to_record(self) -> ToolActivityRecord:
+        """The contract's shape; ``live`` is null on every repository read."""
+        return ToolActivityRecord(
+            id=self.id,
+            attempt_id=self.attempt_id,
+            chat_id=self.chat_id,
+            assistant_message_id=self.assistant_message_id,
+            tool_name=self.tool_name,
+            read_only=self.read_only,
+            status=ToolStatus(self.status),
+            approval=ToolApproval(self.approval),
+            proposed_at=self.proposed_at,
+            started_at=self.started_at,
+            completed_at=self.completed_at,
+            result_bytes=self.result_bytes,
+            error_code=ToolErrorCode(self.error_code) if self.error_code else None,
+            target_workspace_id=self.target_workspace_id,
+            target_document_id=self.target_document_id,
+            error_message=self.error_message,
+            agent_label=self.agent_label,
+            agent_summary=self.agent_summary,
+            agent_input=self.agent_input,
+            agent_output=self.agent_output,
+            text_offset=self.text_offset,
+            live=None,
+        )

@@ -1,0 +1,111 @@
+"""Render what an agent sent into the text a person reads: pure functions, no I/O.
+
+These produce ``agent_input`` (the command line, the paths, an MCP call's arguments) and
+``agent_output`` (text, a unified diff, terminal output, or the raw result) before bounding.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+from collections.abc import Iterable
+from typing import Any
+
+from activity.protocol import ContentBlock, Location, ToolCallContent
+
+PATH_KEYS = ("file_path", "path", "notebook_path", "abs_path", "source", "destination")
+PATH_KINDS = frozenset({"read", "edit", "delete", "move"})
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def is_empty_input(raw: Any) -> bool:
+    return raw is None or raw == {} or raw == [] or raw == ""
+
+
+def command_line(command: Any) -> str | None:
+    if isinstance(command, str) and command.strip():
+        return command
+    if isinstance(command, list) and command and all(isinstance(p, str) for p in command):
+        return shlex.join(command)
+    return None
+
+
+def render_input(raw: Any, kind: str | None) -> str:
+    """What the agent asked the tool to do, for a person."""
+    if isinstance(raw, str):
+        return raw
+    if not isinstance(raw, dict):
+        return as_json(raw)
+    command = command_line(raw.get("command", raw.get("cmd")))
+    if command is not None:
+        return command
+    paths = [raw[key] for key in PATH_KEYS if isinstance(raw.get(key), str)]
+    if isinstance(raw.get("paths"), list):
+        paths += [p for p in raw["paths"] if isinstance(p, str)]
+    if paths and kind in PATH_KINDS:
+        return "\n".join(paths)
+    return "\n".join(f"{key}: {_scalar(value)}" for key, value in raw.items())
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def render_locations(locations: Iterable[Location]) -> str:
+    return "\n".join(
+        loc.path if loc.line is None else f"{loc.path}:{loc.line}" for loc in locations
+    )
+
+
+def render_block(block: ContentBlock) -> str:
+    match block.type:
+        case "text":
+            return block.text or ""
+        case "resource_link":
+            return f"{block.title or block.name or 'link'} <{block.uri or ''}>"
+        case "resource":
+            resource = block.resource or {}
+            text = resource.get("text")
+            return text if isinstance(text, str) else f"[resource <{resource.get('uri', '')}>]"
+        case "image" | "audio":
+            return f"[{block.type}{': ' + block.mime_type if block.mime_type else ''}]"
+        case other:
+            return block.text if block.text is not None else f"[{other}]"
+
+
+def unified_diff(path: str | None, old: str | None, new: str | None) -> str:
+    name = path or "file"
+    lines = difflib.unified_diff(
+        (old or "").splitlines(),
+        (new or "").splitlines(),
+        fromfile="/dev/null" if old is None else f"a/{name.lstrip('/')}",
+        tofile=f"b/{name.lstrip('/')}",
+        lineterm="",
+    )
+    return "\n".join(lines)
+
+
+def render_content_item(item: ToolCallContent) -> str:
+    match item.type:
+        case "content":
+            return render_block(item.content) if item.content else ""
+        case "diff":
+            return unified_diff(item.path, item.old_text, item.new_text)
+        case "terminal":
+            return f"[terminal {item.terminal_id or ''}]".replace(" ]", "]")
+        case other:
+            return f"[{other} content]"
+
+
+def render_content(items: Iterable[ToolCallContent]) -> str:
+    return "\n".join(text for text in map(render_content_item, items) if text)
+
+
+def render_raw(raw: Any) -> str:
+    return raw if isinstance(raw, str) else as_json(raw)

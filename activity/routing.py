@@ -1,0 +1,7 @@
+"""WebSocket routes: the runner's socket and the browsers' sockets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+websocket_urlpatterns: list[Any] = []

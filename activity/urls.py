@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from activity import views
+
+urlpatterns = [
+    path("", views.runs, name="runs"),
+]

@@ -1,0 +1,188 @@
+"""koruweb settings: one file, read from the environment, safe defaults for development.
+
+Every variable is listed in README.md. ``KORUWEB_ENV=production`` turns off DEBUG and makes
+``SECRET_KEY`` and ``ALLOWED_HOSTS`` required.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+import django_stubs_ext
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
+
+from koruweb.env import envbool, envint, envlist, envstr
+
+django_stubs_ext.monkeypatch()  # lets ModelAdmin[Model] and friends be subscripted at run time
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(envstr("KORUWEB_VAR_DIR", str(BASE_DIR / "var")))
+
+ENVIRONMENT = envstr("KORUWEB_ENV", "development")
+if ENVIRONMENT not in {"development", "production"}:
+    raise ImproperlyConfigured(f"KORUWEB_ENV={ENVIRONMENT!r}: use 'development' or 'production'")
+PRODUCTION = ENVIRONMENT == "production"
+
+DEBUG = envbool("DEBUG", default=not PRODUCTION)
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("DEBUG cannot be on with KORUWEB_ENV=production")
+
+
+def _development_secret_key() -> str:
+    """A key generated once per checkout, kept in var/ so sessions survive a restart."""
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = envstr("SECRET_KEY", "")
+if not SECRET_KEY:
+    if PRODUCTION:
+        raise ImproperlyConfigured("SECRET_KEY must be set when KORUWEB_ENV=production")
+    SECRET_KEY = _development_secret_key()
+
+ALLOWED_HOSTS = envlist(
+    "ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "[::1]", "testserver"]
+)
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS must be set when KORUWEB_ENV=production")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "activity",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "koruweb.urls"
+ASGI_APPLICATION = "koruweb.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.csp",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database(url: str) -> dict[str, Any]:
+    config: dict[str, Any] = dict(dj_database_url.parse(url))
+    engine = config["ENGINE"]
+    if engine == "django.db.backends.sqlite3":
+        # WAL lets viewers read while the agent path writes; IMMEDIATE avoids upgrade deadlocks.
+        config["OPTIONS"] = {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+        if config["NAME"] != ":memory:":
+            Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    elif engine == "django.db.backends.postgresql":
+        config["CONN_MAX_AGE"] = 0
+        config["OPTIONS"] = {"pool": {"min_size": 1, "max_size": 8}}
+        # Explicit, or a live-server child process looks for test_test_<name> (channels#2176).
+        config["TEST"] = {"NAME": f"test_{config['NAME']}"}
+    return config
+
+
+DATABASE_URL = envstr("DATABASE_URL", f"sqlite:///{VAR_DIR / 'koruweb.sqlite3'}")
+DATABASES = {"default": _database(DATABASE_URL)}
+
+REDIS_URL = envstr("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS: dict[str, Any] = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # redis-py 8 caps its pool at 100 and raises when it runs out (STACK.md G1).
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "max_connections": 1000}],
+                "capacity": 1000,
+                "expiry": 30,
+            },
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = envstr("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+# Daphne serves no files itself; WhiteNoise serves static/ straight from the finders.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "frame-ancestors": [CSP.NONE],
+}
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", True)
+    CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", True)
+
+# What a local agent did is kept only in four bounded strings (DESIGN.md "The row").
+AGENT_CONTENT_CHARS = envint("AGENT_CONTENT_CHARS", 16_384, minimum=64)
+AGENT_SHORT_CHARS = envint("AGENT_SHORT_CHARS", 512, minimum=64)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"activity": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")}},
+}
