@@ -17,6 +17,7 @@ Enums and where they come from in ACP (DESIGN.md "The row"):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -132,6 +133,23 @@ def bound(text: str | None, limit: int) -> str | None:
         keep = max(limit - len(marker), 0)
         removed = len(text) - keep
     return (text[:keep] + marker)[:limit]
+
+
+CUT_MARKER = re.compile(r"…\[([\d,]+) more characters cut\]$")
+
+
+def bound_append(text: str | None, addition: str, limit: int) -> str | None:
+    """``text`` + a new line + ``addition``, bounded; a cut already made stays truthful."""
+    if not text:
+        return bound(addition, limit)
+    cut = CUT_MARKER.search(text)
+    if cut is None:
+        return bound(f"{text}\n{addition}", limit)
+    # Everything appended after a cut is cut too: only the marker's count grows.
+    removed = int(cut.group(1).replace(",", "")) + 1 + len(clean_text(addition))
+    kept = text[: cut.start()]
+    marker = f"…[{removed:,} more characters cut]"
+    return (kept[: max(limit - len(marker), 0)] + marker)[:limit]
 
 
 # --- the contract's JSON shape --------------------------------------------------------------

@@ -35,6 +35,8 @@ from activity.contract import (
     ToolErrorCode,
     ToolStatus,
     bound,
+    bound_append,
+    clean_text,
 )
 from activity.protocol import (
     CreateElicitation,
@@ -195,7 +197,7 @@ def apply_update(
     changes: dict[str, Any] = {}
     if isinstance(update, ToolCallUpdate) and update.session_update == "tool_call":
         changes["opened"] = True
-    if update.title:
+    if update.title and clean_text(update.title).strip():
         changes["agent_label"] = bound(update.title, limits.short_chars)
     if update.kind:
         changes["agent_kind"] = bound(update.kind, RAW_WORD_CHARS)
@@ -230,13 +232,12 @@ def _meta_tool_name(meta: dict[str, Any] | None) -> str | None:
 
 def _output(update: ToolCallFields, *, prompt: bool) -> str | None:
     """The new output text, "" to empty it, or None to leave it as it is."""
+    raw_output = None if update.raw_output == "" else update.raw_output
     if update.content is not None:
         text = render_content(update.content)
-        if text or (not prompt and update.raw_output is None):
+        if text or (not prompt and raw_output is None):
             return text
-    if update.raw_output is not None and update.raw_output != "":
-        return render_raw(update.raw_output)
-    return None
+    return None if raw_output is None else render_raw(raw_output)
 
 
 def _with_identity(s: CallState) -> CallState:
@@ -259,8 +260,12 @@ def set_status(s: CallState, status: ToolStatus, ctx: MergeContext) -> CallState
         changes["completed_at"] = ctx.at
     code = _error_code(s, status)
     changes["error_code"] = code
-    changes["error_message"] = ERROR_MESSAGES[code] if code else None
+    changes["error_message"] = _error_message(code, ctx)
     return replace(s, **changes)
+
+
+def _error_message(code: ToolErrorCode | None, ctx: MergeContext) -> str | None:
+    return bound(ERROR_MESSAGES[code], ctx.limits.short_chars) if code else None
 
 
 def _error_code(s: CallState, status: ToolStatus) -> ToolErrorCode | None:
@@ -268,6 +273,8 @@ def _error_code(s: CallState, status: ToolStatus) -> ToolErrorCode | None:
         return ToolErrorCode.CANCELLED
     if status is not ToolStatus.FAILED:
         return None
+    if s.status is ToolStatus.CANCELLED:
+        return ToolErrorCode.CANCELLED  # claude fails the calls of a cancelled turn
     if s.approval is ToolApproval.DENIED:
         return ToolErrorCode.PERMISSION_DENIED
     if s.status is ToolStatus.FAILED and s.error_code is not None:
@@ -283,12 +290,11 @@ def append_content(
     text = render_content_item(chunk.content)
     if not text:
         return s
-    joined = f"{s.agent_output}\n{text}" if s.agent_output else text
-    size = (s.result_bytes or 0) + len(text.encode("utf-8", "surrogatepass"))
+    size = len(text.encode("utf-8", "surrogatepass")) + (1 if s.agent_output else 0)
     return replace(
         s,
-        agent_output=bound(joined, ctx.limits.content_chars),
-        result_bytes=size + (1 if s.agent_output else 0),
+        agent_output=bound_append(s.agent_output, text, ctx.limits.content_chars),
+        result_bytes=(s.result_bytes or 0) + size,
     )
 
 
@@ -329,13 +335,13 @@ def close_prompt(s: CallState, approval: ToolApproval, ctx: MergeContext) -> Cal
     if s.approval is not ToolApproval.PENDING:
         return s
     s = replace(s, approval=approval)
-    if approval is ToolApproval.APPROVED and s.started_at is None:
+    if approval is ToolApproval.APPROVED and s.started_at is None and not s.is_final:
         s = replace(s, started_at=ctx.at)
     if approval is ToolApproval.DENIED and s.status is ToolStatus.FAILED:
         s = replace(
             s,
             error_code=ToolErrorCode.PERMISSION_DENIED,
-            error_message=ERROR_MESSAGES[ToolErrorCode.PERMISSION_DENIED],
+            error_message=_error_message(ToolErrorCode.PERMISSION_DENIED, ctx),
         )
     return s
 
@@ -362,5 +368,5 @@ def agent_exited(s: CallState, ctx: MergeContext) -> CallState:
     return replace(
         s,
         error_code=ToolErrorCode.AGENT_EXITED,
-        error_message=ERROR_MESSAGES[ToolErrorCode.AGENT_EXITED],
+        error_message=_error_message(ToolErrorCode.AGENT_EXITED, ctx),
     )

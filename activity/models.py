@@ -8,8 +8,12 @@ bounds). Nothing raw is persisted: what a local agent did lives only in the four
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import secrets
 import uuid
+from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -39,6 +43,83 @@ class Workspace(models.Model):
         return self.name
 
 
+class Role(models.TextChoices):
+    VIEWER = "viewer"  # may watch and review
+    APPROVER = "approver"  # may also answer prompts
+    ADMIN = "admin"  # may also manage members, tokens and runs
+
+
+class Membership(models.Model):
+    """A user's role in a workspace."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "user"], name="one_role_per_workspace")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.workspace} as {self.role}"
+
+
+TOKEN_PREFIX = "koru_"
+
+
+def hash_token(token: str) -> str:
+    # Tokens are 256 random bits: a fast hash is enough, and lookups stay one indexed query.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class AgentTokenQuerySet(models.QuerySet["AgentToken"]):
+    def active(self) -> AgentTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class AgentToken(models.Model):
+    """A runner's credential for one workspace; only its hash is stored."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    hint = models.CharField(max_length=12, editable=False)  # the first characters, to tell apart
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AgentTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.hint}…)"
+
+    @classmethod
+    def issue(cls, workspace: Workspace, name: str) -> tuple[AgentToken, str]:
+        """Create a token; the plain token is returned once and never stored."""
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        row = cls.objects.create(
+            workspace=workspace, name=name, digest=hash_token(token), hint=token[:10]
+        )
+        return row, token
+
+    @classmethod
+    def find(cls, token: str) -> AgentToken | None:
+        if not token.startswith(TOKEN_PREFIX):
+            return None
+        return (
+            cls.objects.active()
+            .select_related("workspace")
+            .filter(digest=hash_token(token))
+            .first()
+        )
+
+
 class Chat(models.Model):
     """One ACP session between one runner and one agent; its id is minted by the runner."""
 
@@ -55,6 +136,16 @@ class Chat(models.Model):
     last_seq = models.PositiveBigIntegerField(default=0)
     # How many tool rows the chat has: the next row's position.
     tool_count = models.PositiveIntegerField(default=0)
+    # The chat version that last changed the header (title, agent, runner, mode, usage).
+    meta_version = models.PositiveBigIntegerField(default=0)
+    current_attempt = models.ForeignKey(
+        "InferenceAttempt", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    mode = models.CharField(max_length=100, blank=True)
+    usage: models.JSONField[Any] = models.JSONField(null=True, blank=True)
+    # Runner presence: whether its socket is up, and since when it is not.
+    runner_connected = models.BooleanField(default=False)
+    runner_left_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -73,9 +164,13 @@ class InferenceAttempt(models.Model):
     started_at = models.BigIntegerField()  # epoch ms, the runner's clock
     ended_at = models.BigIntegerField(null=True, blank=True)
     stop_reason = models.CharField(max_length=64, blank=True)
+    plan: models.JSONField[Any] = models.JSONField(default=list, blank=True)
+    usage: models.JSONField[Any] = models.JSONField(null=True, blank=True)
+    version = models.PositiveBigIntegerField(default=0)
+    created_version = models.PositiveBigIntegerField(default=0)
 
     class Meta:
-        ordering = ["started_at"]
+        ordering = ["started_at", "created_version"]
 
     def __str__(self) -> str:
         return f"turn {self.id}"
@@ -93,6 +188,9 @@ class Message(models.Model):
     attempt = models.OneToOneField(InferenceAttempt, on_delete=models.CASCADE, related_name="reply")
     markdown = models.TextField(blank=True)
     thoughts = models.TextField(blank=True)
+    # The agent's messageId of the last chunk: a new id starts a new paragraph.
+    agent_message_id = models.CharField(max_length=200, blank=True)
+    version = models.PositiveBigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"reply {self.id}"
@@ -143,6 +241,7 @@ class ToolActivity(models.Model):
     # Where the row stands in its chat, and the chat version that last changed it.
     position = models.PositiveIntegerField()
     version = models.PositiveBigIntegerField(default=0)
+    created_version = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["position"]
@@ -203,3 +302,45 @@ class ToolActivity(models.Model):
             text_offset=self.text_offset,
             live=None,
         )
+
+
+class PromptKind(models.TextChoices):
+    PERMISSION = "permission"  # session/request_permission
+    QUESTION = "question"  # elicitation/create
+
+
+class Prompt(models.Model):
+    """A request the agent is blocked on, mirrored from the runner's live turn table.
+
+    While open (``closed_at`` is null) its choices and questions are the row's ``live`` state;
+    once closed it keeps the decision for good.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="prompts")
+    attempt = models.ForeignKey(InferenceAttempt, on_delete=models.CASCADE, related_name="prompts")
+    tool = models.ForeignKey(
+        ToolActivity, on_delete=models.CASCADE, null=True, blank=True, related_name="prompts"
+    )
+    request_id = models.CharField(max_length=200)  # the JSON-RPC id, as JSON text
+    kind = models.CharField(max_length=16, choices=PromptKind.choices)
+    summary = models.TextField(blank=True)  # what was asked, bounded
+    choices: models.JSONField[Any] = models.JSONField(default=list, blank=True)
+    questions: models.JSONField[Any] = models.JSONField(default=list, blank=True)
+    opened_at = models.BigIntegerField()  # epoch ms, the runner's clock
+    closed_at = models.BigIntegerField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=ToolApproval.choices, blank=True)
+    version = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["opened_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["chat", "request_id"], name="one_prompt_per_request")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.request_id} in {self.chat_id}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None

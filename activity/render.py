@@ -43,9 +43,9 @@ def render_input(raw: Any, kind: str | None) -> str:
     command = command_line(raw.get("command", raw.get("cmd")))
     if command is not None:
         return command
-    paths = [raw[key] for key in PATH_KEYS if isinstance(raw.get(key), str)]
+    paths = [raw[key] for key in PATH_KEYS if isinstance(raw.get(key), str) and raw[key]]
     if isinstance(raw.get("paths"), list):
-        paths += [p for p in raw["paths"] if isinstance(p, str)]
+        paths += [p for p in raw["paths"] if isinstance(p, str) and p]
     if paths and kind in PATH_KINDS:
         return "\n".join(paths)
     return "\n".join(f"{key}: {_scalar(value)}" for key, value in raw.items())

@@ -179,6 +179,7 @@ if PRODUCTION:
 # What a local agent did is kept only in four bounded strings (DESIGN.md "The row").
 AGENT_CONTENT_CHARS = envint("AGENT_CONTENT_CHARS", 16_384, minimum=64)
 AGENT_SHORT_CHARS = envint("AGENT_SHORT_CHARS", 512, minimum=64)
+REPLY_MAX_CHARS = envint("REPLY_MAX_CHARS", 1_000_000, minimum=1_000)
 
 LOGGING = {
     "version": 1,

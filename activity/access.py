@@ -1,0 +1,43 @@
+"""Who may see and answer what: membership roles per workspace; superusers see everything."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+
+from activity.models import Chat, Membership, Role
+
+User = AbstractBaseUser | AnonymousUser
+ANSWERING_ROLES = (Role.APPROVER, Role.ADMIN)
+
+
+def visible_chats(user: User) -> QuerySet[Chat]:
+    chats = Chat.objects.select_related("workspace", "current_attempt")
+    if not user.is_authenticated:
+        return chats.none()
+    if getattr(user, "is_superuser", False):
+        return chats
+    return chats.filter(workspace__memberships__user_id=user.pk)
+
+
+def role_in(user: User, workspace_id: uuid.UUID) -> Role | None:
+    if not user.is_authenticated:
+        return None
+    if getattr(user, "is_superuser", False):
+        return Role.ADMIN
+    role = (
+        Membership.objects.filter(user_id=user.pk, workspace_id=workspace_id)
+        .values_list("role", flat=True)
+        .first()
+    )
+    return Role(role) if role else None
+
+
+def can_view(user: User, chat_id: uuid.UUID) -> bool:
+    return visible_chats(user).filter(pk=chat_id).exists()
+
+
+def can_answer(user: User, chat: Chat) -> bool:
+    return role_in(user, chat.workspace_id) in ANSWERING_ROLES

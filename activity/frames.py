@@ -1,0 +1,107 @@
+"""The frames between a runner and the server over ``/ws/agent/`` (DESIGN.md "The runner ↔
+server frames"). JSON objects, each with a ``type``.
+
+Runner → server: ``hello`` first (the chat id and the highest seq the runner believes
+acknowledged), then numbered frames: ``seq`` counts from 1 per chat and ``at`` is the runner's
+own clock in epoch ms, so a resend never shifts a time.
+
+Server → runner: a cumulative ``ack`` (everything up to ``seq`` is committed); an ``error`` that
+names what was wrong with frame ``seq`` and also acknowledges it; an ``answer`` to the agent's
+JSON-RPC request ``request_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import UUID4, BaseModel, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter
+
+MAX_FRAME_BYTES = 1024 * 1024  # Daphne's default message limit; the runner cuts below it
+
+Seq = Annotated[StrictInt, Field(ge=1)]
+Millis = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
+RequestId = StrictStr | StrictInt
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Hello(Strict):
+    type: Literal["hello"]
+    chat_id: UUID4
+    acked: Annotated[StrictInt, Field(ge=0)] = 0
+
+
+class Numbered(Strict):
+    seq: Seq
+    at: Millis
+
+
+class TurnStarted(Numbered):
+    type: Literal["turn_started"]
+    attempt_id: UUID4
+    message_id: UUID4
+    agent_name: str = ""
+    agent_version: str = ""
+    prompt: str = ""
+    title: str | None = None
+
+
+class Acp(Numbered):
+    """One raw ACP message from the agent, in wire order."""
+
+    type: Literal["acp"]
+    message: dict[str, Any]
+
+
+class PromptOutcome(Numbered):
+    """What the agent was told for its request ``request_id``.
+
+    A permission: ``{"outcome": "selected", "optionId": …}`` or ``{"outcome": "cancelled"}``.
+    A question: ``{"action": "accept" | "decline" | "cancel"}`` (never the answer's content).
+    """
+
+    type: Literal["prompt_outcome"]
+    request_id: RequestId
+    outcome: dict[str, Any]
+
+
+class TurnEnded(Numbered):
+    type: Literal["turn_ended"]
+    attempt_id: UUID4
+    stop_reason: Annotated[str, Field(min_length=1, max_length=64)]
+    usage: dict[str, Any] | None = None
+
+
+RunnerFrame = Annotated[TurnStarted | Acp | PromptOutcome | TurnEnded, Field(discriminator="type")]
+runner_frame: TypeAdapter[TurnStarted | Acp | PromptOutcome | TurnEnded] = TypeAdapter(RunnerFrame)
+NumberedFrame = TurnStarted | Acp | PromptOutcome | TurnEnded
+
+
+class Ack(Strict):
+    type: Literal["ack"] = "ack"
+    seq: int
+
+
+class Error(Strict):
+    type: Literal["error"] = "error"
+    seq: int | None
+    error: str
+
+
+class Answer(Strict):
+    type: Literal["answer"] = "answer"
+    request_id: RequestId
+    outcome: dict[str, Any]
+
+
+def seq_of(raw: Any) -> int | None:
+    """The seq a frame claims, if it claims a usable one: an error frame acknowledges it."""
+    seq = raw.get("seq") if isinstance(raw, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1 else None
+
+
+def request_key(request_id: str | int) -> str:
+    """A JSON-RPC id as stored: 5 and "5" are different ids."""
+    return f"n:{request_id}" if isinstance(request_id, int) else f"s:{request_id}"

@@ -1,0 +1,437 @@
+"""Ingest: apply a batch of the runner's frames to the database.
+
+1. Lock the chat row: every write to a chat happens under it, so batches never interleave.
+2. Skip frames already applied (``seq`` ≤ ``chat.last_seq``): a resend after a reconnect is safe.
+3. Apply each frame to an in-memory working set through the pure merge. A frame that cannot be
+   applied raises ``FrameError`` before it changes anything; it is skipped and reported (and,
+   like every frame, acknowledged).
+4. Write what changed once: new objects inserted in bulk, each changed object saved once, the
+   chat's version bumped once for the whole batch.
+5. The caller announces the change after commit (``broadcast.changed``) and acknowledges.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Model, Q
+
+from activity import prompts
+from activity.contract import FINAL_STATUSES, ChoiceIntent, Limits, ToolApproval, bound
+from activity.frames import Acp, NumberedFrame, PromptOutcome, TurnEnded, TurnStarted, request_key
+from activity.merge import (
+    AgentExited,
+    Event,
+    MergeContext,
+    PromptClosed,
+    TurnCancelled,
+    event_call_id,
+    intent_approval,
+    merge,
+)
+from activity.merge import TurnEnded as TurnEndedEvent
+from activity.models import Chat, InferenceAttempt, Message, Prompt, PromptKind, ToolActivity
+from activity.protocol import (
+    CreateElicitation,
+    CurrentModeUpdate,
+    MessageChunk,
+    Plan,
+    PlanRemoved,
+    RequestPermission,
+    SessionInfoUpdate,
+    SessionNotification,
+    ToolCallContentChunk,
+    ToolCallFields,
+    UsageUpdate,
+    ValidationError,
+    parse_agent_message,
+)
+from activity.render import render_block
+
+PLAN_ENTRIES = 100
+INSERT_ORDER = (InferenceAttempt, Message, ToolActivity, Prompt)
+
+
+class FrameError(Exception):
+    """A frame that cannot be applied; its message is sent back to the runner."""
+
+
+@dataclass
+class Result:
+    acked: int  # the highest seq now committed: everything up to it is applied or skipped
+    errors: list[tuple[int, str]]  # (seq, what was wrong) for each skipped frame
+    since: int  # the chat version before this batch
+    version: int  # the chat version after it (== since when nothing changed)
+
+
+@dataclass
+class Work:
+    """The in-memory working set of one batch."""
+
+    chat: Chat
+    limits: Limits
+    rows: dict[str, ToolActivity] = field(default_factory=dict)  # by the agent's toolCallId
+    prompts: dict[str, Prompt] = field(default_factory=dict)  # by request key
+    new: list[Model] = field(default_factory=list)
+    new_ids: set[int] = field(default_factory=set)
+    dirty: dict[int, tuple[Model, set[str]]] = field(default_factory=dict)
+    meta_changed: bool = False
+
+    def add(self, *objs: Model) -> None:
+        self.new += objs
+        self.new_ids.update(map(id, objs))
+
+    def touch(self, obj: Model, *fields: str) -> None:
+        if not fields or id(obj) in self.new_ids:
+            return
+        self.dirty.setdefault(id(obj), (obj, set()))[1].update(fields)
+
+    def touch_meta(self, *fields: str) -> None:
+        self.touch(self.chat, *fields)
+        self.meta_changed = True
+
+    def attempt(self) -> InferenceAttempt:
+        attempt = self.chat.current_attempt
+        if attempt is None:
+            raise FrameError("no turn has started in this chat yet")
+        return attempt
+
+    def reply(self, attempt: InferenceAttempt) -> Message:
+        return attempt.reply
+
+    def row(self, tool_call_id: str) -> ToolActivity | None:
+        if tool_call_id not in self.rows:
+            found = ToolActivity.objects.filter(chat=self.chat, tool_call_id=tool_call_id).first()
+            if found is None:
+                return None
+            self.rows[tool_call_id] = found
+        return self.rows[tool_call_id]
+
+    def prompt(self, key: str) -> Prompt | None:
+        if key not in self.prompts:
+            found = Prompt.objects.filter(chat=self.chat, request_id=key).first()
+            if found is None:
+                return None
+            self.prompts[key] = found
+        return self.prompts[key]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.new or self.dirty)
+
+
+def ingest(chat_id: uuid.UUID, frames: list[NumberedFrame | tuple[int, str]]) -> Result:
+    """Apply a batch of frames (or ``(seq, error)`` for frames that failed validation)."""
+    limits = Limits.from_settings()
+    with transaction.atomic():
+        chat = (
+            Chat.objects.select_for_update()
+            .select_related("current_attempt__reply")
+            .get(pk=chat_id)
+        )
+        work = Work(chat=chat, limits=limits)
+        since = chat.version
+        errors: list[tuple[int, str]] = []
+        _preload_rows(work, frames)
+        for item in frames:
+            seq = item[0] if isinstance(item, tuple) else item.seq
+            if seq <= chat.last_seq:
+                continue  # already applied: a resend
+            if seq != chat.last_seq + 1:
+                raise FrameError(f"frame {seq} arrived after {chat.last_seq}: frames were lost")
+            try:
+                if isinstance(item, tuple):
+                    raise FrameError(item[1])
+                apply_frame(work, item)
+            except FrameError as error:
+                errors.append((seq, str(error)))
+            chat.last_seq = seq
+        _write(work, since)
+        return Result(acked=chat.last_seq, errors=errors, since=since, version=chat.version)
+
+
+def _preload_rows(work: Work, frames: list[NumberedFrame | tuple[int, str]]) -> None:
+    """Load every row the batch names in one query."""
+    ids = set()
+    for item in frames:
+        if isinstance(item, Acp):
+            params = item.message.get("params")
+            update = params.get("update") if isinstance(params, dict) else None
+            for source in (update, params, (params or {}).get("toolCall")):
+                call_id = source.get("toolCallId") if isinstance(source, dict) else None
+                if isinstance(call_id, str):
+                    ids.add(call_id)
+    if ids:
+        for row in ToolActivity.objects.filter(chat=work.chat, tool_call_id__in=ids):
+            work.rows[row.tool_call_id] = row
+
+
+def _write(work: Work, since: int) -> None:
+    chat = work.chat
+    if work.changed:
+        chat.version = since + 1
+        for obj in work.new:
+            obj.version = obj.created_version = chat.version  # type: ignore[attr-defined]
+        for obj, fields in work.dirty.values():
+            if obj is not chat:
+                obj.version = chat.version  # type: ignore[attr-defined]
+                fields.add("version")
+        if work.meta_changed:
+            chat.meta_version = chat.version
+    for model in INSERT_ORDER:
+        batch = [obj for obj in work.new if type(obj) is model]
+        if batch:
+            cast(Any, model.objects).bulk_create(batch)
+    for obj, fields in work.dirty.values():
+        if obj is not chat:
+            obj.save(update_fields=sorted(fields))
+    chat.save(update_fields=["version", "meta_version", "last_seq", *_chat_fields(work)])
+
+
+def _chat_fields(work: Work) -> list[str]:
+    entry = work.dirty.get(id(work.chat))
+    return sorted(entry[1]) if entry else []
+
+
+def apply_frame(work: Work, frame: NumberedFrame) -> None:
+    match frame:
+        case TurnStarted():
+            start_turn(work, frame)
+        case Acp():
+            apply_acp(work, frame)
+        case PromptOutcome():
+            close_prompt(work, frame)
+        case TurnEnded():
+            end_turn(work, frame)
+
+
+def start_turn(work: Work, frame: TurnStarted) -> None:
+    chat = work.chat
+    if InferenceAttempt.objects.filter(pk=frame.attempt_id).exists():
+        raise FrameError(f"turn {frame.attempt_id} already exists")
+    if Message.objects.filter(pk=frame.message_id).exists():
+        raise FrameError(f"message {frame.message_id} already exists")
+    attempt = InferenceAttempt(
+        id=frame.attempt_id,
+        chat=chat,
+        prompt=bound(frame.prompt, work.limits.content_chars) or "",
+        started_at=frame.at,
+    )
+    reply = Message(id=frame.message_id, chat=chat, attempt=attempt)
+    work.add(attempt, reply)
+    chat.current_attempt = attempt
+    work.touch_meta("current_attempt")
+    if frame.title:
+        chat.title = bound(frame.title, 512) or ""
+        work.touch_meta("title")
+    if frame.agent_name:
+        chat.agent_name = bound(frame.agent_name, 200) or ""
+        chat.agent_version = bound(frame.agent_version, 100) or ""
+        work.touch_meta("agent_name", "agent_version")
+
+
+def apply_acp(work: Work, frame: Acp) -> None:
+    try:
+        envelope, message = parse_agent_message(frame.message)
+    except ValidationError as error:
+        raise FrameError(_describe(error)) from None
+    match message:
+        case SessionNotification():
+            apply_update(work, message, frame.at)
+        case RequestPermission():
+            open_prompt(work, envelope.id, message, frame.at)
+        case CreateElicitation():
+            open_prompt(work, envelope.id, message, frame.at)
+    # Responses, other requests and notifications change nothing a page shows.
+
+
+def _describe(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"invalid ACP message: {where}: {first['msg']} ({error.error_count()} problem(s))"
+
+
+def apply_update(work: Work, note: SessionNotification, at: int) -> None:
+    update = note.update
+    chat = work.chat
+    match update:
+        case ToolCallFields() | ToolCallContentChunk():
+            merge_call(work, update, at)
+        case MessageChunk():
+            append_chunk(work, update)
+        case Plan():
+            attempt = work.attempt()
+            attempt.plan = [
+                {"content": bound(e.content, 512), "priority": e.priority, "status": e.status}
+                for e in update.entries[:PLAN_ENTRIES]
+            ]
+            work.touch(attempt, "plan")
+        case PlanRemoved():
+            attempt = work.attempt()
+            attempt.plan = []
+            work.touch(attempt, "plan")
+        case UsageUpdate():
+            chat.usage = update.model_dump(mode="json", exclude={"session_update"})
+            work.touch_meta("usage")
+        case CurrentModeUpdate():
+            chat.mode = bound(update.current_mode_id, 100) or ""
+            work.touch_meta("mode")
+        case SessionInfoUpdate() if update.title and not chat.title:
+            chat.title = bound(update.title, 512) or ""
+            work.touch_meta("title")
+    # Other update types are tolerated and change nothing shown.
+
+
+def merge_call(work: Work, event: Event, at: int) -> ToolActivity:
+    """Upsert the row of the call an event names, through the pure merge."""
+    call_id = event_call_id(event)
+    assert call_id is not None
+    row = work.row(call_id)
+    if row is not None:
+        state = merge(row.state(), event, MergeContext(at=at, limits=work.limits))
+        work.touch(row, *row.set_state(state))
+        return row
+    attempt = work.attempt()
+    reply = work.reply(attempt)
+    ctx = MergeContext(at=at, reply_bytes=reply.markdown_bytes, limits=work.limits)
+    state = merge(None, event, ctx)
+    chat = work.chat
+    chat.tool_count += 1
+    work.touch(chat, "tool_count")
+    row = ToolActivity(
+        chat=chat, attempt=attempt, assistant_message=reply, position=chat.tool_count
+    )
+    row.set_state(state)
+    work.add(row)
+    work.rows[call_id] = row
+    return row
+
+
+def append_chunk(work: Work, chunk: MessageChunk) -> None:
+    if chunk.session_update == "user_message_chunk":
+        return  # the prompt arrives with turn_started
+    reply = work.reply(work.attempt())
+    text = render_block(chunk.content)
+    limit = settings.REPLY_MAX_CHARS
+    if chunk.session_update == "agent_thought_chunk":
+        reply.thoughts = (reply.thoughts + text)[:limit]
+        work.touch(reply, "thoughts")
+        return
+    if chunk.message_id and reply.agent_message_id and chunk.message_id != reply.agent_message_id:
+        text = "\n\n" + text  # a new message in the same turn starts a new paragraph
+    if chunk.message_id:
+        reply.agent_message_id = chunk.message_id[:200]
+    reply.markdown = bound(reply.markdown + text, limit) or ""
+    work.touch(reply, "markdown", "agent_message_id")
+
+
+def open_prompt(
+    work: Work,
+    request_id: str | int | None,
+    request: RequestPermission | CreateElicitation,
+    at: int,
+) -> None:
+    if request_id is None:
+        raise FrameError("a request without a JSON-RPC id cannot be answered")
+    key = request_key(request_id)
+    if work.prompt(key) is not None:
+        raise FrameError(f"request {request_id} is already known in this chat")
+    attempt = work.attempt()
+    row = merge_call(work, request, at) if event_call_id(request) else None
+    if isinstance(request, RequestPermission):
+        call = request.call
+        kind, asked = PromptKind.PERMISSION, request.title or (call.title if call else None)
+        offered = {"choices": [c.model_dump(mode="json") for c in prompts.choices(request.options)]}
+    else:
+        kind, asked = PromptKind.QUESTION, request.message
+        offered = {"questions": [q.model_dump(mode="json") for q in prompts.questions(request)]}
+    prompt = Prompt(
+        chat=work.chat,
+        attempt=attempt,
+        tool=row,
+        request_id=key,
+        kind=kind,
+        summary=(row.agent_summary if row else None) or bound(asked, 512) or "",
+        opened_at=at,
+        **offered,
+    )
+    work.add(prompt)
+    work.prompts[key] = prompt
+
+
+def outcome_approval(prompt: Prompt, outcome: dict[str, Any]) -> ToolApproval:
+    """What the agent was told, as the row's approval."""
+    if "action" in outcome:
+        actions = {"accept": ToolApproval.APPROVED, "decline": ToolApproval.DENIED}
+        return actions.get(outcome["action"], ToolApproval.CANCELLED)
+    if outcome.get("outcome") == "selected":
+        chosen = [c for c in prompt.choices if c.get("id") == outcome.get("optionId")]
+        if not chosen:
+            raise FrameError(f"option {outcome.get('optionId')!r} was not offered")
+        return intent_approval(ChoiceIntent(chosen[0]["intent"]))
+    if outcome.get("outcome") == "cancelled":
+        return ToolApproval.CANCELLED
+    raise FrameError("an outcome is {'outcome': 'selected'|'cancelled'} or {'action': …}")
+
+
+def close_prompt(work: Work, frame: PromptOutcome) -> None:
+    prompt = work.prompt(request_key(frame.request_id))
+    if prompt is None:
+        raise FrameError(f"no request {frame.request_id!r} in this chat")
+    if not prompt.is_open:
+        return
+    _close(work, prompt, outcome_approval(prompt, frame.outcome), frame.at)
+
+
+def _close(work: Work, prompt: Prompt, approval: ToolApproval, at: int) -> None:
+    prompt.closed_at, prompt.outcome = at, approval
+    work.touch(prompt, "closed_at", "outcome")
+    if prompt.tool_id is None:
+        return
+    row = next((r for r in work.rows.values() if r.pk == prompt.tool_id), None)
+    if row is None:
+        row = ToolActivity.objects.get(pk=prompt.tool_id)
+        work.rows[row.tool_call_id] = row
+    state = merge(row.state(), PromptClosed(approval), MergeContext(at=at, limits=work.limits))
+    work.touch(row, *row.set_state(state))
+
+
+def end_turn(work: Work, frame: TurnEnded) -> None:
+    attempt = work.chat.current_attempt
+    if attempt is None or attempt.pk != frame.attempt_id:
+        attempt = InferenceAttempt.objects.filter(pk=frame.attempt_id, chat=work.chat).first()
+    if attempt is None:
+        raise FrameError(f"no turn {frame.attempt_id} in this chat")
+    if attempt.ended_at is not None:
+        return
+    attempt.ended_at, attempt.stop_reason = frame.at, frame.stop_reason
+    attempt.usage = frame.usage
+    work.touch(attempt, "ended_at", "stop_reason", "usage")
+    finish_turn(work, attempt, frame.stop_reason, frame.at)
+
+
+def finish_turn(work: Work, attempt: InferenceAttempt, stop_reason: str, at: int) -> None:
+    """Close the turn's open prompts; cancelled or dead turns also settle unfinished rows."""
+    for open_prompt_ in Prompt.objects.filter(attempt=attempt, closed_at__isnull=True):
+        work.prompts.setdefault(open_prompt_.request_id, open_prompt_)
+    for prompt in list(work.prompts.values()):
+        if prompt.attempt_id == attempt.pk and prompt.is_open:
+            _close(work, prompt, ToolApproval.CANCELLED, at)
+    event: TurnCancelled | AgentExited | TurnEndedEvent
+    if stop_reason == "cancelled":
+        event = TurnCancelled()
+    elif stop_reason == "agent_exited":
+        event = AgentExited()
+    else:
+        event = TurnEndedEvent()
+    unsettled = ~Q(status__in=FINAL_STATUSES) | Q(approval=ToolApproval.PENDING)
+    for found in ToolActivity.objects.filter(unsettled, attempt=attempt):
+        work.rows.setdefault(found.tool_call_id, found)
+    for row in list(work.rows.values()):
+        if row.attempt_id == attempt.pk:
+            state = merge(row.state(), event, MergeContext(at=at, limits=work.limits))
+            work.touch(row, *row.set_state(state))

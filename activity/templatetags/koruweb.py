@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from django import template
+from django.utils.safestring import SafeString
+
+from activity.markdown import render_markdown
+
+register = template.Library()
+
+
+@register.filter
+def markdown(text: str) -> SafeString:
+    return render_markdown(text or "")
+
+
+@register.filter
+def diff_lines(text: str | None) -> list[tuple[str, str]] | None:
+    """A unified diff as (css class, line) pairs, or None when the text is not a diff."""
+    if not text or not (text.startswith("--- ") and "\n+++ " in text[:2000]):
+        return None
+    kinds = {"+": "add", "-": "del", "@": "hunk"}
+    return [(kinds.get(line[:1], "ctx"), line) for line in text.split("\n")]
+
+
+@register.filter
+def millis(value: int | None) -> str:
+    """A duration in milliseconds, for a person: 850 ms, 4.2 s, 3 min 5 s."""
+    if value is None or value < 0:
+        return ""
+    if value < 1000:
+        return f"{value} ms"
+    if value < 60_000:
+        return f"{value / 1000:.1f} s"
+    minutes, seconds = divmod(value // 1000, 60)
+    return f"{minutes} min {seconds} s"
