@@ -100,6 +100,12 @@ class Work:
             raise FrameError("no turn has started in this chat yet")
         return attempt
 
+    def attempt_of(self, prompt: Prompt) -> InferenceAttempt:
+        current = self.chat.current_attempt
+        if current is not None and current.pk == prompt.attempt_id:
+            return current
+        return InferenceAttempt.objects.get(pk=prompt.attempt_id)
+
     def reply(self, attempt: InferenceAttempt) -> Message:
         return attempt.reply
 
@@ -150,7 +156,7 @@ def ingest(chat_id: uuid.UUID, frames: list[NumberedFrame | tuple[int, str]]) ->
             except FrameError as error:
                 errors.append((seq, str(error)))
             chat.last_seq = seq
-        _write(work, since)
+        write(work, since)
         return Result(acked=chat.last_seq, errors=errors, since=since, version=chat.version)
 
 
@@ -170,7 +176,8 @@ def _preload_rows(work: Work, frames: list[NumberedFrame | tuple[int, str]]) -> 
             work.rows[row.tool_call_id] = row
 
 
-def _write(work: Work, since: int) -> None:
+def write(work: Work, since: int) -> None:
+    """Save what the working set changed, under one new chat version."""
     chat = work.chat
     if work.changed:
         chat.version = since + 1
@@ -361,6 +368,8 @@ def open_prompt(
     )
     work.add(prompt)
     work.prompts[key] = prompt
+    if row is None:
+        work.touch(attempt, "version")  # a standalone prompt shows in its turn's head
 
 
 def outcome_approval(prompt: Prompt, outcome: dict[str, Any]) -> ToolApproval:
@@ -391,6 +400,7 @@ def _close(work: Work, prompt: Prompt, approval: ToolApproval, at: int) -> None:
     prompt.closed_at, prompt.outcome = at, approval
     work.touch(prompt, "closed_at", "outcome")
     if prompt.tool_id is None:
+        work.touch(work.attempt_of(prompt), "version")
         return
     row = next((r for r in work.rows.values() if r.pk == prompt.tool_id), None)
     if row is None:

@@ -18,6 +18,7 @@ from django.db import models
 from django.utils import timezone
 
 from activity.contract import (
+    ACP_STATUS,
     ToolActivityRecord,
     ToolApproval,
     ToolErrorCode,
@@ -146,6 +147,7 @@ class Chat(models.Model):
     # Runner presence: whether its socket is up, and since when it is not.
     runner_connected = models.BooleanField(default=False)
     runner_left_at = models.DateTimeField(null=True, blank=True)
+    runner_channel = models.CharField(max_length=200, blank=True)  # the latest runner socket
 
     class Meta:
         ordering = ["-created_at"]
@@ -259,6 +261,18 @@ class ToolActivity(models.Model):
     def dom_id(self) -> str:
         return f"tool-{self.id}"
 
+    @property
+    def duration_ms(self) -> int | None:
+        """How long the call ran: from its start (or proposal) to its end."""
+        if self.completed_at is None:
+            return None
+        return self.completed_at - (self.started_at or self.proposed_at)
+
+    @property
+    def unknown_status(self) -> str | None:
+        """The agent's own status word, when ACP does not know it (shown beside the status)."""
+        return self.agent_status if self.agent_status not in ACP_STATUS else None
+
     def state(self) -> CallState:
         values = {name: getattr(self, name) for name in CALL_STATE_FIELDS}
         values["status"] = ToolStatus(self.status)
@@ -331,6 +345,7 @@ class Prompt(models.Model):
     closed_at = models.BigIntegerField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=ToolApproval.choices, blank=True)
     version = models.PositiveBigIntegerField(default=0)
+    created_version = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["opened_at"]

@@ -1,7 +1,18 @@
-"""WebSocket routes: the runner's socket and the browsers' sockets."""
+"""WebSocket routes: the runner's socket (token auth) and the browsers' (session auth, Origin)."""
 
 from __future__ import annotations
 
-from typing import Any
+from channels.auth import AuthMiddlewareStack
+from channels.security.websocket import AllowedHostsOriginValidator
+from django.urls import path
 
-websocket_urlpatterns: list[Any] = []
+from activity.consumers import AgentConsumer, ViewerConsumer
+
+websocket_urlpatterns = [
+    # Runners send no Origin: they stay outside the Origin check and present a token instead.
+    path("ws/agent/", AgentConsumer.as_asgi()),
+    path(
+        "ws/chats/<uuid:chat_id>/",
+        AllowedHostsOriginValidator(AuthMiddlewareStack(ViewerConsumer.as_asgi())),
+    ),
+]

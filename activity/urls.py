@@ -6,4 +6,5 @@ from activity import views
 
 urlpatterns = [
     path("", views.runs, name="runs"),
+    path("chats/<uuid:chat_id>/", views.chat, name="chat"),
 ]

@@ -180,6 +180,10 @@ if PRODUCTION:
 AGENT_CONTENT_CHARS = envint("AGENT_CONTENT_CHARS", 16_384, minimum=64)
 AGENT_SHORT_CHARS = envint("AGENT_SHORT_CHARS", 512, minimum=64)
 REPLY_MAX_CHARS = envint("REPLY_MAX_CHARS", 1_000_000, minimum=1_000)
+# How long a chat waits for its runner to come back before its turn is ended.
+RUNNER_GRACE_SECONDS = envint("RUNNER_GRACE_SECONDS", 60, minimum=0)
+# How long the live path gathers changes to a chat into one push, under load (ms).
+PUSH_WINDOW_MS = envint("PUSH_WINDOW_MS", 30, minimum=0)
 
 LOGGING = {
     "version": 1,

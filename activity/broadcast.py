@@ -1,0 +1,127 @@
+"""Render once, push to every viewer of a chat; coalesce bursts.
+
+Group ``chat-<chat id>`` receives ``{"type": "chat.push", "text": <JSON>}`` where the JSON is
+``{"from": S, "to": T, "content": <HTML fragments>}``: the out-of-band fragments bring a page that
+shows version S to version T. A page that shows anything but S asks for a resync instead.
+
+Each change is announced with ``changed(chat_id, since, version)`` after its commit. A chat's
+``Pusher`` pushes at once when it is idle; while pushes are going out faster than one per
+``PUSH_WINDOW_MS``, it waits for the window to end and sends everything that changed meanwhile
+as one push of each row's latest state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.template.loader import render_to_string
+
+from activity import reads
+
+log = logging.getLogger(__name__)
+PARTS = "activity/parts.html"
+
+
+def group(chat_id: uuid.UUID | str) -> str:
+    return f"chat-{chat_id}"
+
+
+def render_changes(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
+    """The fragments that bring a page from version ``since`` to now, and now's version."""
+    c = reads.changes(chat_id, since)
+    parts: list[str] = []
+    ctx = {"chat": c.chat, "oob": True}
+    if c.meta:
+        parts.append(render_to_string(f"{PARTS}#chat-head", ctx))
+    if c.new_turns:
+        turns = "".join(render_to_string(f"{PARTS}#turn", {"turn": t}) for t in c.new_turns)
+        parts.append(f'<div hx-swap-oob="beforeend:#turns">{turns}</div>')
+    parts += [render_to_string(f"{PARTS}#turn-head", {**ctx, "turn": t}) for t in c.turns]
+    parts += [render_to_string(f"{PARTS}#reply", {**ctx, "reply": r}) for r in c.replies]
+    by_turn: dict[uuid.UUID, list[str]] = {}
+    for row in c.new_rows:
+        by_turn.setdefault(row.attempt_id, []).append(
+            render_to_string(f"{PARTS}#tool-row", {"row": row})
+        )
+    parts += [
+        f'<tbody hx-swap-oob="beforeend:#tools-{attempt}">{"".join(rows)}</tbody>'
+        for attempt, rows in by_turn.items()
+    ]
+    parts += [render_to_string(f"{PARTS}#tool-row", {**ctx, "row": r}) for r in c.rows]
+    return "".join(parts), c.version
+
+
+def push_text(since: int, version: int, html: str) -> str:
+    return json.dumps({"from": since, "to": version, "content": html})
+
+
+class Pusher:
+    """Pushes one chat's changes: at once when idle, one push per window under load."""
+
+    def __init__(self, chat_id: uuid.UUID, pushed: int) -> None:
+        self.chat_id = chat_id
+        self.pushed = pushed  # the version every viewer has been brought to
+        self.target = pushed  # the latest version announced
+        self.last = float("-inf")  # loop time of the last push
+        self.task: asyncio.Task[None] | None = None
+
+    def announce(self, since: int, version: int) -> None:
+        if self.pushed == self.target and since > self.pushed:
+            self.pushed = since  # changes up to `since` were pushed by another process
+        self.target = max(self.target, version)
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self.run())
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        window = settings.PUSH_WINDOW_MS / 1000
+        try:
+            while self.pushed < self.target:
+                delay = self.last + window - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                self.last = loop.time()
+                await self.push()
+        except Exception:
+            log.exception("pushing chat %s failed; its viewers will resync", self.chat_id)
+        finally:
+            self.task = None
+            if self.pushed >= self.target:
+                _pushers.pop(self.chat_id, None)
+
+    async def push(self) -> None:
+        since = self.pushed
+        html, version = await database_sync_to_async(render_changes)(self.chat_id, since)
+        self.pushed = max(version, since)
+        if version > since:
+            await get_channel_layer().group_send(
+                group(self.chat_id), {"type": "chat.push", "text": push_text(since, version, html)}
+            )
+
+
+_pushers: dict[uuid.UUID, Pusher] = {}
+
+
+async def changed(chat_id: uuid.UUID, since: int, version: int) -> None:
+    """Announce a committed change to a chat (versions ``since`` → ``version``)."""
+    if version <= since:
+        return
+    pusher = _pushers.get(chat_id)
+    if pusher is None:
+        pusher = _pushers[chat_id] = Pusher(chat_id, since)
+    pusher.announce(since, version)
+
+
+async def push_now(chat_id: uuid.UUID, since: int, version: int) -> None:
+    """Push at once, without a pusher: for code that runs outside the server's event loop."""
+    if version > since:
+        html, to = await database_sync_to_async(render_changes)(chat_id, since)
+        await get_channel_layer().group_send(
+            group(chat_id), {"type": "chat.push", "text": push_text(since, to, html)}
+        )

@@ -1,0 +1,201 @@
+"""WebSocket consumers: thin relays between sockets and the data path.
+
+``AgentConsumer`` (``/ws/agent/``) takes a runner's frames, hands them to ``ingest`` in batches,
+acknowledges them after commit and announces the change. ``ViewerConsumer``
+(``/ws/chats/<id>/``) sends a browser what changed since the version it shows, then every push.
+
+Close codes: 4400 a protocol error (no hello, frames lost), 4401 no or bad credentials, 4403 not
+allowed, 1009 a frame over the size limit, 1011 a server error (the runner resends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.utils import timezone
+from pydantic import ValidationError
+
+from activity import access, broadcast, presence, watchdog
+from activity.frames import (
+    MAX_FRAME_BYTES,
+    Ack,
+    Error,
+    Hello,
+    NumberedFrame,
+    runner_frame,
+    seq_of,
+)
+from activity.ingest import FrameError, ingest
+from activity.models import AgentToken
+
+log = logging.getLogger(__name__)
+
+
+def runner_group(chat_id: uuid.UUID) -> str:
+    """Where answers for a chat's runner are sent (see activity/answers.py)."""
+    return f"runner-{chat_id}"
+
+
+def _bearer(scope: dict[str, Any]) -> str:
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else ""
+    return ""
+
+
+def _authenticate(token: str) -> uuid.UUID | None:
+    found = AgentToken.find(token) if token else None
+    if found is None:
+        return None
+    AgentToken.objects.filter(pk=found.pk).update(last_used_at=timezone.now())
+    return found.workspace_id
+
+
+def _explain(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "frame"
+    return f"invalid frame: {where}: {first['msg']}"
+
+
+class AgentConsumer(AsyncWebsocketConsumer):
+    workspace_id: uuid.UUID | None = None
+    chat_id: uuid.UUID | None = None
+
+    async def connect(self) -> None:
+        await self.accept()  # accept, then close with a code: never an endless retry loop
+        self.workspace_id = await database_sync_to_async(_authenticate)(_bearer(self.scope))
+        if self.workspace_id is None:
+            await self.close(code=4401, reason="a valid agent token is required")
+            return
+        self.pending: list[NumberedFrame | tuple[int, str]] = []
+        self.drainer: asyncio.Task[None] | None = None
+        watchdog.ensure_running()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.workspace_id is None:
+            return
+        if text_data is None or len(text_data) > MAX_FRAME_BYTES:
+            await self.close(code=1009, reason="frames are JSON text under 1 MiB")
+            return
+        try:
+            raw = json.loads(text_data)
+        except ValueError:
+            await self.send_frame(Error(seq=None, error="a frame is one JSON object"))
+            return
+        if self.chat_id is None:
+            await self.hello(raw)
+            return
+        try:
+            frame: NumberedFrame | tuple[int, str] = runner_frame.validate_python(raw)
+        except ValidationError as error:
+            seq = seq_of(raw)
+            if seq is None:
+                await self.send_frame(Error(seq=None, error=_explain(error)))
+                return
+            frame = (seq, _explain(error))
+        self.pending.append(frame)
+        if self.drainer is None:
+            self.drainer = asyncio.get_running_loop().create_task(self.drain())
+
+    async def hello(self, raw: Any) -> None:
+        try:
+            hello = Hello.model_validate(raw)
+        except ValidationError as error:
+            await self.send_frame(Error(seq=None, error=_explain(error)))
+            await self.close(code=4400, reason="the first frame is a hello")
+            return
+        assert self.workspace_id is not None
+        try:
+            change, last_seq = await database_sync_to_async(presence.connect)(
+                self.workspace_id, hello.chat_id, self.channel_name
+            )
+        except presence.Refused as refused:
+            await self.close(code=4403, reason=str(refused))
+            return
+        self.chat_id = hello.chat_id
+        await self.channel_layer.group_add(runner_group(hello.chat_id), self.channel_name)
+        await self.send_frame(Ack(seq=last_seq))  # what the server has; the runner resends the rest
+        await broadcast.changed(change.chat_id, change.since, change.version)
+
+    async def drain(self) -> None:
+        """Apply what has arrived, in batches, one at a time and in order."""
+        assert self.chat_id is not None
+        try:
+            while self.pending:
+                batch, self.pending = self.pending, []
+                result = await database_sync_to_async(ingest)(self.chat_id, batch)
+                for seq, problem in result.errors:
+                    await self.send_frame(Error(seq=seq, error=problem))
+                await self.send_frame(Ack(seq=result.acked))
+                await broadcast.changed(self.chat_id, result.since, result.version)
+        except FrameError as error:
+            await self.send_frame(Error(seq=None, error=str(error)))
+            await self.close(code=4400, reason="frames were lost; reconnect and resend")
+        except Exception:
+            log.exception("ingesting frames for chat %s failed", self.chat_id)
+            await self.close(code=1011, reason="server error; reconnect and resend")
+        finally:
+            self.drainer = None
+
+    async def send_frame(self, frame: Ack | Error) -> None:
+        await self.send(text_data=frame.model_dump_json())
+
+    async def disconnect(self, code: int) -> None:
+        if self.chat_id is None:
+            return
+        await self.channel_layer.group_discard(runner_group(self.chat_id), self.channel_name)
+        change = await database_sync_to_async(presence.disconnect)(self.chat_id, self.channel_name)
+        if change is not None:
+            await broadcast.changed(change.chat_id, change.since, change.version)
+
+
+class ViewerConsumer(AsyncWebsocketConsumer):
+    chat_id: uuid.UUID | None = None
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            await self.close(code=4401, reason="log in to watch this chat")
+            return
+        chat_id = self.scope["url_route"]["kwargs"]["chat_id"]
+        if not await database_sync_to_async(access.can_view)(user, chat_id):
+            await self.close(code=4403, reason="you cannot see this chat")
+            return
+        self.chat_id = chat_id
+        await self.channel_layer.group_add(broadcast.group(chat_id), self.channel_name)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Skips Channels' per-message close_old_connections hop (PERF.md): this consumer
+        # reaches the database only through database_sync_to_async, which does its own.
+        handler = getattr(self, message["type"].replace(".", "_"), None)
+        if handler is None:
+            raise ValueError(f"no handler for message type {message['type']}")
+        await handler(message)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The page says which version it shows; it gets exactly what changed since."""
+        if self.chat_id is None:
+            return
+        try:
+            since = json.loads(text_data or "")["since"]
+        except (ValueError, KeyError, TypeError):
+            return  # not a resync request: nothing else is taken from a browser here
+        if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+            return
+        html, version = await database_sync_to_async(broadcast.render_changes)(self.chat_id, since)
+        await self.send(text_data=broadcast.push_text(since, max(version, since), html))
+
+    async def chat_push(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["text"])
+
+    async def disconnect(self, code: int) -> None:
+        if self.chat_id is not None:
+            await self.channel_layer.group_discard(broadcast.group(self.chat_id), self.channel_name)

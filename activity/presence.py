@@ -1,0 +1,93 @@
+"""Runner presence: whether a chat's runner is connected, and what happens when it is gone.
+
+A chat shows its runner online while the runner's socket is up. When the socket goes, the chat
+shows it offline; if the runner does not come back within ``RUNNER_GRACE_SECONDS``, its running
+turn is ended (stop reason ``runner_lost``) and its open prompts are closed, so nothing shows
+"live" forever and the inbox never offers a prompt nobody can answer.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from activity.contract import Limits
+from activity.ingest import Work, finish_turn, write
+from activity.models import Chat
+
+RUNNER_LOST = "runner_lost"
+
+
+class Refused(Exception):
+    """The runner may not use this chat."""
+
+
+@dataclass(frozen=True)
+class Change:
+    chat_id: uuid.UUID
+    since: int
+    version: int
+
+
+def connect(workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str) -> tuple[Change, int]:
+    """A runner said hello: make or find its chat, show it online. Returns the change and the
+    highest frame seq the chat has applied."""
+    with transaction.atomic():
+        chat, _ = Chat.objects.select_for_update().get_or_create(
+            pk=chat_id, defaults={"workspace_id": workspace_id}
+        )
+        if chat.workspace_id != workspace_id:
+            raise Refused("this chat belongs to another workspace")
+        work = Work(chat=chat, limits=Limits.from_settings())
+        since = chat.version
+        chat.runner_connected, chat.runner_left_at, chat.runner_channel = True, None, channel
+        work.touch_meta("runner_connected", "runner_left_at", "runner_channel")
+        write(work, since)
+        return Change(chat.pk, since, chat.version), chat.last_seq
+
+
+def disconnect(chat_id: uuid.UUID, channel: str) -> Change | None:
+    """A runner's socket closed. Only the latest socket of a chat decides its presence."""
+    with transaction.atomic():
+        chat = Chat.objects.select_for_update().filter(pk=chat_id).first()
+        if chat is None or chat.runner_channel != channel:
+            return None
+        work = Work(chat=chat, limits=Limits.from_settings())
+        since = chat.version
+        chat.runner_connected, chat.runner_left_at = False, timezone.now()
+        work.touch_meta("runner_connected", "runner_left_at")
+        write(work, since)
+        return Change(chat.pk, since, chat.version)
+
+
+def sweep(now: float | None = None) -> list[Change]:
+    """End the running turns of runners gone for longer than the grace period."""
+    now = time.time() if now is None else now
+    cutoff = datetime.fromtimestamp(now, tz=UTC) - timedelta(seconds=settings.RUNNER_GRACE_SECONDS)
+    stale = Chat.objects.filter(
+        runner_connected=False,
+        runner_left_at__lt=cutoff,
+        current_attempt__ended_at__isnull=True,
+    ).values_list("pk", flat=True)
+    return [change for pk in stale if (change := abandon(pk, int(now * 1000)))]
+
+
+def abandon(chat_id: uuid.UUID, at: int) -> Change | None:
+    with transaction.atomic():
+        chat = Chat.objects.select_for_update().select_related("current_attempt").get(pk=chat_id)
+        attempt = chat.current_attempt
+        if chat.runner_connected or attempt is None or attempt.ended_at is not None:
+            return None  # it came back, or the turn ended meanwhile
+        work = Work(chat=chat, limits=Limits.from_settings())
+        since = chat.version
+        attempt.ended_at, attempt.stop_reason = at, RUNNER_LOST
+        work.touch(attempt, "ended_at", "stop_reason")
+        finish_turn(work, attempt, RUNNER_LOST, at)
+        write(work, since)
+        return Change(chat.pk, since, chat.version)

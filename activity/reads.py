@@ -1,0 +1,109 @@
+"""What a chat page and its pushes show, loaded in a fixed number of queries.
+
+The page shows a chat at one version V: every object created at or before V (``created_version``
+≤ V), in its latest state. A push from version S brings a page to the chat's current version T:
+what changed after S, with what was created after S marked new (it is appended, not morphed).
+Objects created after T are left for the next push, so nothing is ever appended twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from activity.models import Chat, InferenceAttempt, Message, Prompt, ToolActivity
+
+
+@dataclass
+class Turn:
+    attempt: InferenceAttempt
+    reply: Message | None
+    rows: list[ToolActivity] = field(default_factory=list)
+    standalone: list[Prompt] = field(default_factory=list)  # prompts about no tool row
+
+
+@dataclass
+class Changes:
+    chat: Chat
+    since: int
+    version: int
+    meta: bool
+    new_turns: list[Turn]
+    turns: list[Turn]  # changed turns the page already shows: their heads are re-rendered
+    replies: list[Message]
+    new_rows: list[ToolActivity]
+    rows: list[ToolActivity]
+
+
+def with_prompts(rows: list[ToolActivity]) -> list[ToolActivity]:
+    """Attach each row's open prompt (its ``live`` state) as ``row.live_prompt``."""
+    open_prompts = Prompt.objects.filter(tool__in=[r.pk for r in rows], closed_at__isnull=True)
+    by_row = {p.tool_id: p for p in open_prompts}
+    for row in rows:
+        row.live_prompt = by_row.get(row.pk)  # type: ignore[attr-defined]
+    return rows
+
+
+def turns(chat: Chat, attempts: Iterable[InferenceAttempt], upto: int) -> list[Turn]:
+    """Whole turns as the page shows them at version ``upto``."""
+    result = {a.pk: Turn(attempt=a, reply=None) for a in attempts}
+    if not result:
+        return []
+    for reply in Message.objects.filter(attempt__in=result):
+        result[reply.attempt_id].reply = reply
+    rows = ToolActivity.objects.filter(attempt__in=result, created_version__lte=upto)
+    for row in with_prompts(list(rows.order_by("position"))):
+        result[row.attempt_id].rows.append(row)
+    standalone = Prompt.objects.filter(
+        attempt__in=result, tool__isnull=True, created_version__lte=upto
+    )
+    for prompt in standalone:
+        result[prompt.attempt_id].standalone.append(prompt)
+    return list(result.values())
+
+
+def page(chat: Chat) -> tuple[int, list[Turn]]:
+    version = chat.version
+    attempts = chat.attempts.filter(created_version__lte=version)
+    return version, turns(chat, attempts, version)
+
+
+def changes(chat_id: uuid.UUID, since: int) -> Changes:
+    chat = Chat.objects.select_related("workspace").get(pk=chat_id)
+    upto = chat.version
+    changed = list(chat.attempts.filter(version__gt=since, created_version__lte=upto))
+    new_ids = {a.pk for a in changed if a.created_version > since}
+    new_turns = turns(chat, [a for a in changed if a.pk in new_ids], upto)
+    old_turns = turns_heads(chat, [a for a in changed if a.pk not in new_ids], upto)
+    replies = Message.objects.filter(chat=chat, version__gt=since).exclude(attempt__in=new_ids)
+    rows = ToolActivity.objects.filter(
+        chat=chat, version__gt=since, created_version__lte=upto
+    ).exclude(attempt__in=new_ids)
+    rows_list = with_prompts(list(rows.order_by("position")))
+    return Changes(
+        chat=chat,
+        since=since,
+        version=upto,
+        meta=chat.meta_version > since,
+        new_turns=new_turns,
+        turns=old_turns,
+        replies=list(replies),
+        new_rows=[r for r in rows_list if r.created_version > since],
+        rows=[r for r in rows_list if r.created_version <= since],
+    )
+
+
+def turns_heads(chat: Chat, attempts: list[InferenceAttempt], upto: int) -> list[Turn]:
+    """Turns whose head changed: their standalone prompts, without their rows."""
+    result = {a.pk: Turn(attempt=a, reply=None) for a in attempts}
+    standalone: dict[uuid.UUID, list[Prompt]] = defaultdict(list)
+    if result:
+        for prompt in Prompt.objects.filter(
+            attempt__in=result, tool__isnull=True, created_version__lte=upto
+        ):
+            standalone[prompt.attempt_id].append(prompt)
+    for pk, turn in result.items():
+        turn.standalone = standalone[pk]
+    return list(result.values())

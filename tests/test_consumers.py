@@ -1,0 +1,272 @@
+"""The sockets: a runner's frames become rows, and every viewer of the chat is told."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
+from django.db import connections
+
+from activity.models import AgentToken, Chat, Membership, Role, ToolActivity, Workspace
+from koruweb.asgi import application
+from tests import frames
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+ORIGIN = (b"origin", b"http://localhost")
+
+
+@pytest.fixture(autouse=True)
+async def close_connections():
+    yield
+    await database_sync_to_async(connections.close_all)()
+
+
+@database_sync_to_async
+def workspace_with_token(slug: str = "acme") -> tuple[Workspace, str]:
+    workspace, _ = Workspace.objects.get_or_create(slug=slug, defaults={"name": slug})
+    _, token = AgentToken.issue(workspace, "laptop")
+    return workspace, token
+
+
+async def runner(token: str, chat_id: uuid.UUID) -> WebsocketCommunicator:
+    socket = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())]
+    )
+    connected, _ = await socket.connect()
+    assert connected
+    await socket.send_json_to(frames.hello(chat_id))
+    assert await socket.receive_json_from() == {"type": "ack", "seq": 0}
+    return socket
+
+
+async def send_all(socket: WebsocketCommunicator, *sent: dict) -> list[dict]:
+    """Send frames, then read replies until the last one is acknowledged."""
+    for frame in sent:
+        await socket.send_json_to(frame)
+    last = sent[-1]["seq"]
+    replies = []
+    while True:
+        reply = await socket.receive_json_from(timeout=5)
+        replies.append(reply)
+        if reply["type"] == "ack" and reply["seq"] >= last:
+            return replies
+
+
+def opening(attempt: uuid.UUID, reply: uuid.UUID) -> list[dict]:
+    return [
+        frames.turn_started(1, attempt, reply),
+        frames.say(2, "Let me look. "),
+        frames.tool_call(3, "call_1", "Read README.md", kind="read", status="pending"),
+    ]
+
+
+async def test_a_runner_without_a_valid_token_is_closed_with_4401():
+    socket = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", b"Bearer koru_nope")]
+    )
+    connected, _ = await socket.connect()
+    assert connected  # accepted, then closed: a client never retries in a loop
+    assert (await socket.receive_output())["code"] == 4401
+
+
+async def test_a_revoked_token_no_longer_connects():
+    workspace, token = await workspace_with_token()
+    await database_sync_to_async(
+        lambda: AgentToken.objects.update(revoked_at="2026-01-01T00:00:00Z")
+    )()
+    socket = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())]
+    )
+    await socket.connect()
+    assert (await socket.receive_output())["code"] == 4401
+
+
+async def test_frames_become_rows_and_are_acknowledged_after_commit():
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    socket = await runner(token, chat_id)
+    try:
+        replies = await send_all(socket, *opening(attempt, reply))
+        assert replies[-1] == {"type": "ack", "seq": 3}
+        row = await ToolActivity.objects.aget(chat_id=chat_id, tool_call_id="call_1")
+        assert row.agent_label == "Read README.md" and row.read_only
+        assert row.text_offset == len(b"Let me look. ")
+        assert row.attempt_id == attempt and row.assistant_message_id == reply
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_malformed_frame_gets_an_error_that_acknowledges_it_and_the_socket_stays_up():
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    socket = await runner(token, chat_id)
+    try:
+        bad = frames.tool_update(4, "call_1", status="completed")
+        bad["message"]["params"]["update"]["toolCallId"] = 42  # not a string
+        replies = await send_all(socket, *opening(attempt, reply), bad, frames.say(5, "Done."))
+        errors = [r for r in replies if r["type"] == "error"]
+        assert len(errors) == 1 and errors[0]["seq"] == 4
+        assert "toolCallId" in errors[0]["error"]
+        assert replies[-1] == {"type": "ack", "seq": 5}
+        row = await ToolActivity.objects.aget(chat_id=chat_id, tool_call_id="call_1")
+        assert row.status == "proposed"  # the bad frame changed nothing
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_frame_that_is_not_json_gets_an_error_and_the_socket_stays_up():
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    socket = await runner(token, chat_id)
+    try:
+        await socket.send_to(text_data="{not json")
+        assert (await socket.receive_json_from())["type"] == "error"
+        assert (await send_all(socket, *opening(attempt, reply)))[-1]["seq"] == 3
+    finally:
+        await socket.disconnect()
+
+
+async def test_frames_resent_after_a_reconnect_are_applied_once():
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    first = await runner(token, chat_id)
+    await send_all(first, *opening(attempt, reply))
+    await first.disconnect()
+
+    second = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())]
+    )
+    await second.connect()
+    try:
+        await second.send_json_to(frames.hello(chat_id, acked=1))
+        assert await second.receive_json_from() == {"type": "ack", "seq": 3}  # what it has
+        replies = await send_all(second, *opening(attempt, reply), frames.say(4, "More."))
+        assert not [r for r in replies if r["type"] == "error"]
+        chat = await Chat.objects.aget(pk=chat_id)
+        assert chat.tool_count == 1 and chat.last_seq == 4
+        assert await ToolActivity.objects.filter(chat_id=chat_id).acount() == 1
+    finally:
+        await second.disconnect()
+
+
+async def test_a_gap_in_the_frames_closes_the_socket_so_the_runner_resends():
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    socket = await runner(token, chat_id)
+    await socket.send_json_to(frames.turn_started(2, attempt, reply))
+    assert (await socket.receive_json_from())["type"] == "error"
+    assert (await socket.receive_output())["code"] == 4400
+    assert not await Chat.objects.filter(pk=chat_id, attempts__isnull=False).aexists()
+
+
+async def test_an_oversized_frame_is_refused_with_close_code_1009():
+    _, token = await workspace_with_token()
+    socket = await runner(token, uuid.uuid4())
+    await socket.send_to(text_data=json.dumps({"type": "acp", "pad": "x" * (1024 * 1024 + 1)}))
+    assert (await socket.receive_output())["code"] == 1009
+
+
+async def test_a_runner_cannot_write_to_another_workspaces_chat():
+    _, token = await workspace_with_token("acme")
+    _, other_token = await workspace_with_token("globex")
+    chat_id = uuid.uuid4()
+    socket = await runner(token, chat_id)
+    await socket.disconnect()
+    intruder = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {other_token}".encode())]
+    )
+    await intruder.connect()
+    await intruder.send_json_to(frames.hello(chat_id))
+    assert (await intruder.receive_output())["code"] == 4403
+
+
+# --- viewers ---------------------------------------------------------------------------------
+
+
+@database_sync_to_async
+def member(workspace: Workspace, name: str, role: Role = Role.VIEWER) -> User:
+    user = User.objects.create_user(name, password="pw")
+    Membership.objects.create(workspace=workspace, user=user, role=role)
+    return user
+
+
+async def viewer(user: User | None, chat_id: uuid.UUID, origin=ORIGIN) -> WebsocketCommunicator:
+    headers = [origin]
+    if user is not None:
+        from django.test import Client
+
+        client = Client()
+        await database_sync_to_async(client.force_login)(user)
+        cookie = f"sessionid={client.cookies['sessionid'].value}"
+        headers.append((b"cookie", cookie.encode()))
+    return WebsocketCommunicator(application, f"/ws/chats/{chat_id}/", headers=headers)
+
+
+async def test_an_anonymous_viewer_is_accepted_then_closed_with_4401():
+    socket = await viewer(None, uuid.uuid4())
+    connected, _ = await socket.connect()
+    assert connected
+    assert (await socket.receive_output())["code"] == 4401
+
+
+async def test_a_viewer_outside_the_workspace_is_closed_with_4403():
+    workspace, token = await workspace_with_token("acme")
+    other, _ = await workspace_with_token("globex")
+    chat_id = uuid.uuid4()
+    await (await runner(token, chat_id)).disconnect()
+    socket = await viewer(await member(other, "charlie"), chat_id)
+    await socket.connect()
+    assert (await socket.receive_output())["code"] == 4403
+
+
+async def test_a_socket_from_another_site_is_refused():
+    workspace, token = await workspace_with_token()
+    chat_id = uuid.uuid4()
+    await (await runner(token, chat_id)).disconnect()
+    alice = await member(workspace, "alice")
+    socket = await viewer(alice, chat_id, origin=(b"origin", b"https://evil.example"))
+    connected, _ = await socket.connect()
+    assert not connected
+
+
+async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version():
+    workspace, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    agent = await runner(token, chat_id)
+    alice = await member(workspace, "alice")
+    watch = await viewer(alice, chat_id)
+    assert (await watch.connect())[0]
+    try:
+        await watch.send_json_to({"since": 0})
+        catch_up = await watch.receive_json_from(timeout=5)
+        assert catch_up["from"] == 0 and 'data-runner="online"' in catch_up["content"]
+
+        await send_all(agent, *opening(attempt, reply))
+        seen = catch_up["to"]
+        content = ""
+        while "tool-" not in content:
+            push = await watch.receive_json_from(timeout=5)
+            assert push["from"] == seen  # pushes form a chain: no gap, no overlap
+            seen, content = push["to"], content + push["content"]
+        row = await ToolActivity.objects.aget(chat_id=chat_id)
+        assert f'id="tool-{row.id}"' in content and "Read README.md" in content
+
+        await send_all(agent, frames.tool_update(4, "call_1", status="completed"))
+        push = await watch.receive_json_from(timeout=5)
+        assert push["from"] == seen
+        assert (
+            f'id="tool-{row.id}"' in push["content"]
+            and 'hx-swap-oob="outerMorph"' in push["content"]
+        )
+        assert "Completed" in push["content"]
+
+        await watch.send_json_to({"since": 0})  # a page that missed everything
+        full = await watch.receive_json_from(timeout=5)
+        assert full["to"] == push["to"] and "Completed" in full["content"]
+    finally:
+        await watch.disconnect()
+        await agent.disconnect()
