@@ -82,18 +82,23 @@ class Pusher:
         loop = asyncio.get_running_loop()
         window = settings.PUSH_WINDOW_MS / 1000
         try:
-            while self.pushed < self.target:
-                delay = self.last + window - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                self.last = loop.time()
-                await self.push()
+            while True:
+                while self.pushed < self.target:
+                    delay = self.last + window - loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    self.last = loop.time()
+                    await self.push()
+                # Stay one more window: a change arriving now is batched, not pushed at once.
+                await asyncio.sleep(window)
+                if self.pushed >= self.target:
+                    break
         except Exception:
             log.exception("pushing chat %s failed; its viewers will resync", self.chat_id)
         finally:
             self.task = None
-            if self.pushed >= self.target:
-                _pushers.pop(self.chat_id, None)
+            if _pushers.get(self.chat_id) is self:
+                del _pushers[self.chat_id]
 
     async def push(self) -> None:
         since = self.pushed
