@@ -31,11 +31,11 @@ async def close_connections():
 def new_chat() -> uuid.UUID:
     workspace = Workspace.objects.create(slug=f"w{uuid.uuid4().hex[:8]}", name="W")
     change, _ = presence.connect(workspace.pk, uuid.uuid4(), "runner")
-    result = ingest(
+    ingest(
         change.chat_id,
         [runner_frame.validate_python(frames.turn_started(1, uuid.uuid4(), uuid.uuid4()))],
     )
-    return result.version and change.chat_id
+    return change.chat_id
 
 
 async def apply(chat_id: uuid.UUID, *raw: dict) -> None:
@@ -47,7 +47,7 @@ async def apply(chat_id: uuid.UUID, *raw: dict) -> None:
 
 async def pushes(channel: str, quiet: float) -> list[dict]:
     layer = get_channel_layer()
-    received = []
+    received: list[dict] = []
     while True:
         try:
             event = await asyncio.wait_for(layer.receive(channel), quiet)
@@ -58,7 +58,7 @@ async def pushes(channel: str, quiet: float) -> list[dict]:
 
 async def subscribe(chat_id: uuid.UUID) -> str:
     layer = get_channel_layer()
-    channel = await layer.new_channel()
+    channel: str = await layer.new_channel()
     await layer.group_add(broadcast.group(chat_id), channel)
     return channel
 
