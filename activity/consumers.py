@@ -22,6 +22,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from activity import access, broadcast, presence, watchdog
+from activity.answers import runner_group
 from activity.frames import (
     MAX_FRAME_BYTES,
     Ack,
@@ -35,11 +36,6 @@ from activity.ingest import FrameError, ingest
 from activity.models import AgentToken
 
 log = logging.getLogger(__name__)
-
-
-def runner_group(chat_id: uuid.UUID) -> str:
-    """Where answers for a chat's runner are sent (see activity/answers.py)."""
-    return f"runner-{chat_id}"
 
 
 def _bearer(scope: dict[str, Any]) -> str:
@@ -146,6 +142,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
 
     async def send_frame(self, frame: Ack | Error) -> None:
         await self.send(text_data=frame.model_dump_json())
+
+    async def runner_answer(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["text"])
 
     async def disconnect(self, code: int) -> None:
         if self.chat_id is None:

@@ -53,6 +53,7 @@ class Acp(Numbered):
 
     type: Literal["acp"]
     message: dict[str, Any]
+    cut_bytes: Annotated[StrictInt, Field(ge=0)] = 0  # output bytes the runner cut to fit
 
 
 class PromptOutcome(Numbered):

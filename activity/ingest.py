@@ -248,7 +248,7 @@ def apply_acp(work: Work, frame: Acp) -> None:
         raise FrameError(_describe(error)) from None
     match message:
         case SessionNotification():
-            apply_update(work, message, frame.at)
+            apply_update(work, message, frame.at, frame.cut_bytes)
         case RequestPermission():
             open_prompt(work, envelope.id, message, frame.at)
         case CreateElicitation():
@@ -262,12 +262,12 @@ def _describe(error: ValidationError) -> str:
     return f"invalid ACP message: {where}: {first['msg']} ({error.error_count()} problem(s))"
 
 
-def apply_update(work: Work, note: SessionNotification, at: int) -> None:
+def apply_update(work: Work, note: SessionNotification, at: int, cut_bytes: int = 0) -> None:
     update = note.update
     chat = work.chat
     match update:
         case ToolCallFields() | ToolCallContentChunk():
-            merge_call(work, update, at)
+            merge_call(work, update, at, cut_bytes)
         case MessageChunk():
             append_chunk(work, update)
         case Plan():
@@ -293,18 +293,20 @@ def apply_update(work: Work, note: SessionNotification, at: int) -> None:
     # Other update types are tolerated and change nothing shown.
 
 
-def merge_call(work: Work, event: Event, at: int) -> ToolActivity:
+def merge_call(work: Work, event: Event, at: int, cut_bytes: int = 0) -> ToolActivity:
     """Upsert the row of the call an event names, through the pure merge."""
     call_id = event_call_id(event)
     assert call_id is not None
     row = work.row(call_id)
     if row is not None:
-        state = merge(row.state(), event, MergeContext(at=at, limits=work.limits))
-        work.touch(row, *row.set_state(state))
+        ctx = MergeContext(at=at, limits=work.limits, cut_bytes=cut_bytes)
+        work.touch(row, *row.set_state(merge(row.state(), event, ctx)))
         return row
     attempt = work.attempt()
     reply = work.reply(attempt)
-    ctx = MergeContext(at=at, reply_bytes=reply.markdown_bytes, limits=work.limits)
+    ctx = MergeContext(
+        at=at, reply_bytes=reply.markdown_bytes, limits=work.limits, cut_bytes=cut_bytes
+    )
     state = merge(None, event, ctx)
     chat = work.chat
     chat.tool_count += 1

@@ -63,6 +63,7 @@ class MergeContext:
     at: int  # epoch ms, the runner's stamp on the frame that carries the event
     reply_bytes: int = 0  # bytes of the reply's Markdown so far: a new call's text_offset
     limits: Limits = Limits()
+    cut_bytes: int = 0  # bytes of the tool's output the runner cut before sending
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,8 @@ def apply_update(
     if output is not None:
         text = output or None
         changes["agent_output"] = bound(text, limits.content_chars)
-        changes["result_bytes"] = len(text.encode("utf-8", "surrogatepass")) if text else None
+        size = len(text.encode("utf-8", "surrogatepass")) + ctx.cut_bytes if text else None
+        changes["result_bytes"] = size
     s = _with_identity(replace(s, **changes))
     if update.status:
         s = replace(s, agent_status=bound(update.status, RAW_WORD_CHARS))

@@ -1,0 +1,259 @@
+"""``python manage.py agent``: run an ACP agent and stream its turns to koruweb.
+
+Exit codes: 0 every turn ended and every frame is acknowledged; 1 the server could not be
+reached in time; 2 the server refused this runner (bad token, someone else's chat); 3 the agent
+command does not exist or would not start; 4 the agent exited during a turn; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from acp import PROTOCOL_VERSION, Client, spawn_agent_process, text_block
+from acp.client.connection import ClientSideConnection
+from acp.schema import (
+    ClientCapabilities,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
+    Implementation,
+)
+
+from activity.runner.link import Fatal, Link, say
+from activity.runner.outbox import Outbox
+from activity.runner.turns import RunnerClient, TurnTable
+
+READ_LIMIT = 64 * 1024 * 1024  # the agent's longest line the runner will read
+
+
+class Exit(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Options:
+    server: str
+    token: str
+    command: list[str]
+    title: str | None = None
+    cwd: str = field(default_factory=os.getcwd)
+    mode: str | None = None
+    connect_timeout: float = 30.0
+    prompts: list[str] = field(default_factory=list)
+
+
+def page_url(server: str, chat_id: uuid.UUID) -> str:
+    base = server.rstrip("/")
+    base = "https://" + base[6:] if base.startswith("wss://") else base
+    base = "http://" + base[5:] if base.startswith("ws://") else base
+    return f"{base}/chats/{chat_id}/"
+
+
+class Runner:
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.chat_id = uuid.uuid4()
+        self.outbox = Outbox()
+        self.table = TurnTable(self.outbox)
+        self.link = Link(options.server, options.token, self.chat_id, self.outbox, self.answer)
+        self.session_id = ""
+        self.conn: ClientSideConnection | None = None
+        self.turn: asyncio.Task[Any] | None = None
+        self.interrupts = 0
+
+    def answer(self, request_id: str | int, outcome: dict[str, Any]) -> None:
+        self.table.answer(request_id, outcome)
+
+    async def run(self) -> int:
+        print(page_url(self.options.server, self.chat_id), flush=True)
+        link = asyncio.create_task(self.link.run())
+        try:
+            await self.wait_for_server(link)
+            async with self.agent() as (conn, process):
+                self.conn = conn
+                await self.start(conn)
+                async for prompt in self.prompts():
+                    await self.one_turn(conn, process, prompt)
+                await self.flush(link)
+            return 0
+        except Exit as stop:
+            say(str(stop))
+            if stop.code == 4:
+                with contextlib.suppress(Exit, TimeoutError):
+                    await asyncio.wait_for(self.flush(link), 10)
+            return stop.code
+        finally:
+            link.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Fatal):
+                await link
+
+    async def wait_for_server(self, link: asyncio.Task[None]) -> None:
+        timeout = self.options.connect_timeout
+        waited = asyncio.create_task(self.link.ever_connected.wait())
+        done, _ = await asyncio.wait({waited, link}, timeout=min(1.0, timeout))
+        if not done:
+            say(f"waiting for the server at {self.options.server} (up to {timeout:g} s)…")
+            done, _ = await asyncio.wait({waited, link}, timeout=max(timeout - 1.0, 0))
+        if link in done:
+            waited.cancel()
+            self.fatal(link)
+        if not done:
+            waited.cancel()
+            raise Exit(1, f"the server at {self.options.server} is unreachable after {timeout:g} s")
+
+    def fatal(self, link: asyncio.Task[None]) -> None:
+        error = link.exception()
+        raise Exit(2, str(error)) if isinstance(error, Fatal) else Exit(1, f"link failed: {error}")
+
+    @contextlib.asynccontextmanager
+    async def agent(self) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
+        program, *args = self.options.command
+        try:
+            async with spawn_agent_process(
+                cast(Client, RunnerClient(self.table)),
+                program,
+                *args,
+                env=dict(os.environ),  # API keys, HOME, PATH: the agent needs them all
+                cwd=self.options.cwd,
+                transport_kwargs={"stderr": None, "limit": READ_LIMIT},
+                observers=[self.table.observe],
+                use_unstable_protocol=True,
+            ) as (conn, process):
+                yield conn, process
+        except FileNotFoundError:
+            raise Exit(3, f"the agent command {program!r} was not found") from None
+        except PermissionError:
+            raise Exit(3, f"the agent command {program!r} cannot be run") from None
+
+    async def start(self, conn: ClientSideConnection) -> None:
+        capabilities = ClientCapabilities(
+            elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
+        )
+        try:
+            init = await conn.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_capabilities=capabilities,
+                client_info=Implementation(name="koruweb", version="0.1.0"),
+            )
+            session = await conn.new_session(cwd=os.path.abspath(self.options.cwd), mcp_servers=[])
+        except ConnectionError:
+            raise Exit(3, "the agent exited before it started a session") from None
+        info = init.agent_info
+        self.agent_name = info.name if info else self.options.command[0]
+        self.agent_version = info.version if info else ""
+        self.session_id = session.session_id
+        if self.options.mode:
+            await self.set_mode(conn, session)
+
+    async def set_mode(self, conn: ClientSideConnection, session: Any) -> None:
+        mode = self.options.mode
+        assert mode is not None
+        options = session.config_options or []
+        if any(getattr(o.root, "id", None) == "mode" for o in options):
+            await conn.set_config_option(session_id=self.session_id, config_id="mode", value=mode)
+        else:
+            await conn.set_session_mode(session_id=self.session_id, mode_id=mode)
+
+    async def prompts(self) -> AsyncIterator[str]:
+        if self.options.prompts:
+            for prompt in self.options.prompts:
+                yield prompt
+            return
+        say("type a prompt and press Enter; Ctrl-D ends")
+        loop = asyncio.get_running_loop()
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            if line.strip():
+                yield line.rstrip("\n")
+
+    async def one_turn(
+        self, conn: ClientSideConnection, process: asyncio.subprocess.Process, prompt: str
+    ) -> None:
+        attempt_id = uuid.uuid4()
+        self.outbox.add(
+            {
+                "type": "turn_started",
+                "attempt_id": str(attempt_id),
+                "message_id": str(uuid.uuid4()),
+                "agent_name": self.agent_name,
+                "agent_version": self.agent_version,
+                "prompt": prompt,
+                "title": self.options.title or prompt.splitlines()[0][:200],
+            }
+        )
+        self.turn = asyncio.create_task(
+            conn.prompt(session_id=self.session_id, prompt=[text_block(prompt)])
+        )
+        exited = asyncio.create_task(process.wait())
+        try:
+            await asyncio.wait({self.turn, exited}, return_when=asyncio.FIRST_COMPLETED)
+            if self.turn.done() and not self.turn.exception():
+                result = self.turn.result()
+                usage = result.usage.model_dump(by_alias=True) if result.usage else None
+                self.end_turn(attempt_id, result.stop_reason, usage)
+                return
+            self.table.cancel_all()
+            self.end_turn(attempt_id, "agent_exited")
+            code = process.returncode if exited.done() else await process.wait()
+            raise Exit(4, f"the agent exited with code {code} during a turn")
+        finally:
+            exited.cancel()
+            self.turn = None
+
+    def end_turn(self, attempt_id: uuid.UUID, stop_reason: str, usage: Any = None) -> None:
+        self.outbox.add(
+            {
+                "type": "turn_ended",
+                "attempt_id": str(attempt_id),
+                "stop_reason": stop_reason,
+                "usage": usage,
+            }
+        )
+
+    async def flush(self, link: asyncio.Task[None]) -> None:
+        """Wait until the server has every frame."""
+        drained = asyncio.create_task(self.outbox.wait_drained())
+        done, _ = await asyncio.wait({drained, link}, return_when=asyncio.FIRST_COMPLETED)
+        if link in done:
+            drained.cancel()
+            self.fatal(link)
+
+    def interrupt(self) -> None:
+        """Ctrl-C cancels the running turn; a second Ctrl-C exits."""
+        self.interrupts += 1
+        if self.interrupts > 1 or self.turn is None or self.conn is None:
+            raise KeyboardInterrupt
+        say("cancelling the turn (Ctrl-C again to quit)")
+        self.table.cancel_all()
+        asyncio.get_running_loop().create_task(self.conn.cancel(session_id=self.session_id))
+
+
+def run(options: Options) -> int:
+    async def main() -> int:
+        runner = Runner(options)
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_sigint() -> None:
+            try:
+                runner.interrupt()
+            except KeyboardInterrupt:
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        try:
+            return await runner.run()
+        except asyncio.CancelledError:
+            say("interrupted")
+            return 130
+
+    return asyncio.run(main())

@@ -1,0 +1,104 @@
+"""The runner's outbox: numbered frames kept until the server acknowledges them.
+
+Frames are numbered from 1 per chat and stamped with the runner's clock when they are added,
+so a resend carries the same seq and time. Huge strings are cut before a frame is queued so
+every frame stays under the server's message limit; the bytes cut from what a tool returned
+travel in ``cut_bytes`` so the row's ``result_bytes`` stays true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from typing import Any
+
+FRAME_BUDGET = 900 * 1024  # under Daphne's 1 MiB limit, with room for the envelope
+STRING_LIMITS = (256 * 1024, 32 * 1024, 4 * 1024, 512)
+OUTPUT_KEYS = frozenset({"content", "rawOutput"})
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def cut_strings(value: Any, limit: int, *, in_output: bool = False) -> tuple[Any, int]:
+    """``value`` with every string cut to ``limit`` characters; returns the UTF-8 bytes cut
+    from what a tool returned (under ``content`` or ``rawOutput``)."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value, 0
+        cut = value[:limit] + "…[cut by the runner]"
+        lost = len(value.encode("utf-8", "surrogatepass")) - len(
+            value[:limit].encode("utf-8", "surrogatepass")
+        )
+        return cut, lost if in_output else 0
+    if isinstance(value, list):
+        total = 0
+        items = []
+        for item in value:
+            new, lost = cut_strings(item, limit, in_output=in_output)
+            items.append(new)
+            total += lost
+        return items, total
+    if isinstance(value, dict):
+        total = 0
+        result = {}
+        for key, item in value.items():
+            new, lost = cut_strings(item, limit, in_output=in_output or key in OUTPUT_KEYS)
+            result[key] = new
+            total += lost
+        return result, total
+    return value, 0
+
+
+def fit(frame: dict[str, Any]) -> str:
+    """Serialise a frame, cutting its strings harder until it fits the budget."""
+    text = json.dumps(frame, ensure_ascii=False)
+    for limit in STRING_LIMITS:
+        if len(text.encode()) <= FRAME_BUDGET:
+            return text
+        message, lost = cut_strings(frame["message"], limit)
+        frame = {**frame, "message": message, "cut_bytes": frame.get("cut_bytes", 0) + lost}
+        text = json.dumps(frame, ensure_ascii=False)
+    if len(text.encode()) > FRAME_BUDGET:
+        frame = {**frame, "message": {"jsonrpc": "2.0", "method": "_koruweb/too_large"}}
+        text = json.dumps(frame)
+    return text
+
+
+class Outbox:
+    def __init__(self) -> None:
+        self.seq = 0  # the last seq given out
+        self.acked = 0  # everything up to here is committed on the server
+        self.frames: deque[tuple[int, str]] = deque()
+        self.changed = asyncio.Event()  # set when a frame is added or acknowledged
+
+    def add(self, frame: dict[str, Any]) -> int:
+        """Number, stamp and queue a frame. Synchronous: the order of calls is the wire order."""
+        self.seq += 1
+        frame = {**frame, "seq": self.seq, "at": now_ms()}
+        self.frames.append((self.seq, fit(frame) if frame["type"] == "acp" else json.dumps(frame)))
+        self.changed.set()
+        return self.seq
+
+    def ack(self, seq: int) -> None:
+        self.acked = max(self.acked, min(seq, self.seq))
+        while self.frames and self.frames[0][0] <= self.acked:
+            self.frames.popleft()
+        self.changed.set()
+
+    def after(self, seq: int) -> list[tuple[int, str]]:
+        return [(n, text) for n, text in self.frames if n > seq]
+
+    @property
+    def drained(self) -> bool:
+        return self.acked >= self.seq
+
+    async def wait_drained(self) -> None:
+        while not self.drained:
+            self.changed.clear()
+            if self.drained:
+                return
+            await self.changed.wait()

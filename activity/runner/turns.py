@@ -1,0 +1,141 @@
+"""The runner's ACP client side: raw frames out in wire order, and the live turn table.
+
+Every message from the agent is queued in the outbox by the SDK's observer hook the moment it
+is read, before any handler awaits, so nothing is reordered and nothing the SDK's typed models
+drop is lost (ACP.md §7.3). Requests the agent blocks on — ``session/request_permission`` and
+``elicitation/create`` — stay open in the live turn table until the server sends an answer, or
+the turn is cancelled; several can be open at once, keyed by their JSON-RPC id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict, deque
+from typing import Any
+
+from acp.connection import StreamDirection, StreamEvent
+from acp.schema import (
+    AcceptElicitationResponse,
+    AllowedOutcome,
+    CancelElicitationResponse,
+    CreateElicitationResponse,
+    DeclineElicitationResponse,
+    DeniedOutcome,
+    ElicitationMode,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
+
+from activity.runner.outbox import Outbox
+
+BLOCKING = ("session/request_permission", "elicitation/create")
+CANCELLED_PERMISSION = {"outcome": "cancelled"}
+CANCELLED_QUESTION = {"action": "cancel"}
+
+
+class TurnTable:
+    """Open requests of the agent, each waiting for a person's answer."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        self.arrived: dict[str, deque[str | int]] = defaultdict(deque)  # ids, by method
+        self.waiting: dict[str | int, asyncio.Future[dict[str, Any]]] = {}
+        self.early: dict[str | int, dict[str, Any]] = {}  # answers that beat their handler
+
+    def observe(self, event: StreamEvent) -> None:
+        """The SDK's raw-frame hook: queue what the agent sent, in the order it was read."""
+        message = event.message
+        if event.direction is not StreamDirection.INCOMING or "method" not in message:
+            return  # our own messages, and responses: the turn frames say what they mean
+        self.outbox.add({"type": "acp", "message": message})
+        if message["method"] in BLOCKING and "id" in message:
+            self.arrived[message["method"]].append(message["id"])
+
+    async def wait(
+        self, method: str, cancelled: dict[str, Any]
+    ) -> tuple[str | int, dict[str, Any]]:
+        """Wait for the answer to the oldest request of ``method`` whose handler started.
+
+        Handlers start in the order their requests were read, so the oldest id is this one.
+        """
+        request_id = self.arrived[method].popleft()
+        future = asyncio.get_running_loop().create_future()
+        self.waiting[request_id] = future
+        if request_id in self.early:
+            future.set_result(self.early.pop(request_id))
+        try:
+            outcome = await future
+        except asyncio.CancelledError:
+            outcome = cancelled
+        finally:
+            self.waiting.pop(request_id, None)
+        return request_id, outcome
+
+    def told(self, request_id: str | int, outcome: dict[str, Any]) -> None:
+        """Record what the agent is told, before the response goes out. An answer's content
+        is never recorded: it may be secret, and it only ever lives in memory."""
+        recorded = {key: value for key, value in outcome.items() if key != "content"}
+        self.outbox.add({"type": "prompt_outcome", "request_id": request_id, "outcome": recorded})
+
+    def answer(self, request_id: str | int, outcome: dict[str, Any]) -> None:
+        future = self.waiting.get(request_id)
+        if future is None:
+            self.early[request_id] = outcome
+        elif not future.done():
+            future.set_result(outcome)
+
+    def cancel_all(self) -> None:
+        """The turn is cancelled: every open request is answered ``cancelled``."""
+        for future in list(self.waiting.values()):
+            if not future.done():
+                future.cancel()
+
+    @property
+    def open(self) -> int:
+        return len(self.waiting)
+
+
+class RunnerClient:
+    """What the agent may ask of koruweb: permission, questions. No files, no terminals.
+
+    The SDK looks its handlers up by name; what is missing here is "method not found".
+    """
+
+    def __init__(self, table: TurnTable) -> None:
+        self.table = table
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        return None  # already forwarded raw by the observer
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kw: Any
+    ) -> RequestPermissionResponse:
+        request_id, outcome = await self.table.wait(
+            "session/request_permission", CANCELLED_PERMISSION
+        )
+        offered = {option.option_id for option in options}
+        if outcome.get("outcome") == "selected" and outcome.get("optionId") in offered:
+            self.table.told(request_id, {"outcome": "selected", "optionId": outcome["optionId"]})
+            chosen = AllowedOutcome(outcome="selected", option_id=outcome["optionId"])
+            return RequestPermissionResponse(outcome=chosen)
+        self.table.told(request_id, CANCELLED_PERMISSION)
+        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+
+    async def create_elicitation(
+        self, message: str, mode: ElicitationMode, **kwargs: Any
+    ) -> CreateElicitationResponse:
+        request_id, outcome = await self.table.wait("elicitation/create", CANCELLED_QUESTION)
+        action = outcome.get("action")
+        self.table.told(
+            request_id, {"action": action if action in ("accept", "decline") else "cancel"}
+        )
+        match action:
+            case "accept":
+                content = outcome.get("content")
+                return AcceptElicitationResponse(
+                    action="accept", content=content if isinstance(content, dict) else {}
+                )
+            case "decline":
+                return DeclineElicitationResponse(action="decline")
+        return CancelElicitationResponse(action="cancel")
