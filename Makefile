@@ -16,8 +16,7 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-* && touch $@
 
 run: $(STAMP)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/daphne --bind $(HOST) --port $(PORT) --websocket_timeout -1 koruweb.asgi:application
+	HOST=$(HOST) PORT=$(PORT) scripts/run-demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

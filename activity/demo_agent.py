@@ -7,7 +7,8 @@ off, reads ``greet.py``, runs real commands there (``ls -la``, ``python3 test_gr
 an edit with a diff, asks permission for it (mode ``default``; mode ``auto`` does not ask),
 applies it or marks it failed, re-runs the test and sends a ``usage_update``. ``session/cancel``
 marks unfinished calls failed and ends the turn with ``cancelled``.
-``KORUWEB_DEMO_FAST=1`` removes the pauses.
+``KORUWEB_DEMO_FAST=1`` (or the ``--fast`` argument, for clients that trim the environment, as
+the SDK's ``spawn_agent_process`` does) removes the pauses.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, cast
 import acp
 from acp import schema
 
-FAST = os.environ.get("KORUWEB_DEMO_FAST") == "1"
+FAST = os.environ.get("KORUWEB_DEMO_FAST") == "1" or "--fast" in sys.argv[1:]
 MODES = [
     schema.SessionMode(id="default", name="Default", description="Ask before editing files"),
     schema.SessionMode(id="auto", name="Auto", description="Edit files without asking"),

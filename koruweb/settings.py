@@ -33,13 +33,20 @@ if PRODUCTION and DEBUG:
 
 
 def _development_secret_key() -> str:
-    """A key generated once per checkout, kept in var/ so sessions survive a restart."""
+    """A key generated once per checkout, kept in var/ so sessions survive a restart.
+
+    Where var/ cannot be written (the runner on a laptop with only the package installed),
+    a key for this process alone does: the runner signs nothing.
+    """
     path = VAR_DIR / "secret_key"
-    if not path.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    try:
+        if not path.exists():
+            VAR_DIR.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(50))
+            path.chmod(0o600)
+        return path.read_text().strip()
+    except OSError:
+        return secrets.token_urlsafe(50)
 
 
 SECRET_KEY = envstr("SECRET_KEY", "")

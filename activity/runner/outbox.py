@@ -23,34 +23,42 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def cut_strings(value: Any, limit: int, *, in_output: bool = False) -> tuple[Any, int]:
-    """``value`` with every string cut to ``limit`` characters; returns the UTF-8 bytes cut
-    from what a tool returned (under ``content`` or ``rawOutput``)."""
+MARK = "…[cut by the runner]"
+
+
+def cut_strings(value: Any, limit: int) -> tuple[Any, int]:
+    """``value`` with every string cut to at most ``limit`` characters (the mark included);
+    returns it and the UTF-8 bytes the cuts removed."""
     if isinstance(value, str):
         if len(value) <= limit:
             return value, 0
-        cut = value[:limit] + "…[cut by the runner]"
+        kept = value[: max(limit - len(MARK), 0)]
         lost = len(value.encode("utf-8", "surrogatepass")) - len(
-            value[:limit].encode("utf-8", "surrogatepass")
+            kept.encode("utf-8", "surrogatepass")
         )
-        return cut, lost if in_output else 0
+        return kept + MARK, lost
     if isinstance(value, list):
-        total = 0
-        items = []
-        for item in value:
-            new, lost = cut_strings(item, limit, in_output=in_output)
-            items.append(new)
-            total += lost
-        return items, total
+        pairs = [cut_strings(item, limit) for item in value]
+        return [new for new, _ in pairs], sum(lost for _, lost in pairs)
     if isinstance(value, dict):
-        total = 0
-        result = {}
-        for key, item in value.items():
-            new, lost = cut_strings(item, limit, in_output=in_output or key in OUTPUT_KEYS)
-            result[key] = new
-            total += lost
-        return result, total
+        cut = {key: cut_strings(item, limit) for key, item in value.items()}
+        return {key: new for key, (new, _) in cut.items()}, sum(lost for _, lost in cut.values())
     return value, 0
+
+
+def cut_message(message: dict[str, Any], limit: int) -> tuple[dict[str, Any], int]:
+    """Cut a raw ACP message's strings; returns it and the bytes cut from a tool's output."""
+    params = message.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    output_lost = 0
+    if isinstance(update, dict):
+        update = dict(update)
+        for key in OUTPUT_KEYS & update.keys():
+            update[key], lost = cut_strings(update[key], limit)
+            output_lost += lost
+        message = {**message, "params": {**params, "update": update}}  # type: ignore[dict-item]
+    cut, _ = cut_strings(message, limit)
+    return cut, output_lost
 
 
 def fit(frame: dict[str, Any]) -> str:
@@ -59,7 +67,7 @@ def fit(frame: dict[str, Any]) -> str:
     for limit in STRING_LIMITS:
         if len(text.encode()) <= FRAME_BUDGET:
             return text
-        message, lost = cut_strings(frame["message"], limit)
+        message, lost = cut_message(frame["message"], limit)
         frame = {**frame, "message": message, "cut_bytes": frame.get("cut_bytes", 0) + lost}
         text = json.dumps(frame, ensure_ascii=False)
     if len(text.encode()) > FRAME_BUDGET:
