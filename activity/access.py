@@ -41,3 +41,27 @@ def can_view(user: User, chat_id: uuid.UUID) -> bool:
 
 def can_answer(user: User, chat: Chat) -> bool:
     return role_in(user, chat.workspace_id) in ANSWERING_ROLES
+
+
+def answerable_chats(user: User) -> QuerySet[Chat]:
+    """The chats whose prompts this user may answer."""
+    chats = visible_chats(user)
+    if getattr(user, "is_superuser", False) or not user.is_authenticated:
+        return chats
+    return chats.filter(
+        workspace__memberships__user_id=user.pk,
+        workspace__memberships__role__in=ANSWERING_ROLES,
+    )
+
+
+def answering_workspaces(user: User) -> list[uuid.UUID] | None:
+    """The workspaces where this user may answer; None for a superuser (all of them)."""
+    if getattr(user, "is_superuser", False):
+        return None
+    if not user.is_authenticated:
+        return []
+    return list(
+        Membership.objects.filter(user_id=user.pk, role__in=ANSWERING_ROLES).values_list(
+            "workspace_id", flat=True
+        )
+    )

@@ -32,6 +32,22 @@ def group(chat_id: uuid.UUID | str) -> str:
     return f"chat-{chat_id}"
 
 
+# Inboxes: every socket of a user who may answer in a workspace joins ``inbox-<workspace>``
+# (superusers join ``inbox-all``) and receives ``{"type": "inbox.changed"}`` when a prompt there
+# opens, is answered or closes; each inbox then renders what its own user may answer.
+INBOX_ALL = "inbox-all"
+
+
+def inbox_group(workspace_id: uuid.UUID | str) -> str:
+    return f"inbox-{workspace_id}"
+
+
+async def inbox_changed(workspace_id: uuid.UUID) -> None:
+    layer = get_channel_layer()
+    for name in (inbox_group(workspace_id), INBOX_ALL):
+        await layer.group_send(name, {"type": "inbox.changed"})
+
+
 def render_changes(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
     """The fragments that bring a page from version ``since`` to now, and now's version."""
     c = reads.changes(chat_id, since)

@@ -18,10 +18,11 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.template.loader import render_to_string
 from django.utils import timezone
 from pydantic import ValidationError
 
-from activity import access, broadcast, presence, watchdog
+from activity import access, answers, broadcast, presence, reads, watchdog
 from activity.answers import runner_group
 from activity.frames import (
     MAX_FRAME_BYTES,
@@ -32,8 +33,9 @@ from activity.frames import (
     runner_frame,
     seq_of,
 )
-from activity.ingest import FrameError, ingest
+from activity.ingest import ingest
 from activity.models import AgentToken
+from activity.work import FrameError
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +121,13 @@ class AgentConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(runner_group(hello.chat_id), self.channel_name)
         await self.send_frame(Ack(seq=last_seq))  # what the server has; the runner resends the rest
         await broadcast.changed(change.chat_id, change.since, change.version)
+        # Answers given while this runner was away.
+        waiting, since, version = await database_sync_to_async(answers.pending)(hello.chat_id)
+        for answer in waiting:
+            await self.send(text_data=answer.model_dump_json())
+        if version > since:
+            await broadcast.changed(hello.chat_id, since, version)
+            await broadcast.inbox_changed(self.workspace_id)
 
     async def drain(self) -> None:
         """Apply what has arrived, in batches, one at a time and in order."""
@@ -131,6 +140,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
                     await self.send_frame(Error(seq=seq, error=problem))
                 await self.send_frame(Ack(seq=result.acked))
                 await broadcast.changed(self.chat_id, result.since, result.version)
+                if result.prompts_changed and self.workspace_id is not None:
+                    await broadcast.inbox_changed(self.workspace_id)
         except FrameError as error:
             await self.send_frame(Error(seq=None, error=str(error)))
             await self.close(code=4400, reason="frames were lost; reconnect and resend")
@@ -198,3 +209,54 @@ class ViewerConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.chat_id is not None:
             await self.channel_layer.group_discard(broadcast.group(self.chat_id), self.channel_name)
+
+
+def render_inbox(user: Any) -> str:
+    prompts = reads.inbox(access.answerable_chats(user))
+    return render_to_string("activity/inbox.html#inbox-list", {"prompts": prompts, "oob": True})
+
+
+class InboxConsumer(AsyncWebsocketConsumer):
+    """``/ws/inbox/``: a user's open prompts, re-rendered for them when one opens or closes."""
+
+    groups_joined: list[str]
+
+    async def connect(self) -> None:
+        await self.accept()
+        self.groups_joined = []
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            await self.close(code=4401, reason="log in to see your inbox")
+            return
+        workspaces = await database_sync_to_async(access.answering_workspaces)(user)
+        names = (
+            [broadcast.INBOX_ALL]
+            if workspaces is None
+            else list(map(broadcast.inbox_group, workspaces))
+        )
+        for name in names:
+            await self.channel_layer.group_add(name, self.channel_name)
+        self.groups_joined = names
+        self.rendering: asyncio.Task[None] | None = None
+        self.again = False
+
+    async def inbox_changed(self, event: dict[str, Any]) -> None:
+        if self.rendering is not None:
+            self.again = True  # one render follows whatever is in flight
+            return
+        self.rendering = asyncio.get_running_loop().create_task(self.refresh())
+
+    async def refresh(self) -> None:
+        try:
+            while True:
+                self.again = False
+                html = await database_sync_to_async(render_inbox)(self.scope["user"])
+                await self.send(text_data=json.dumps({"content": html}))
+                if not self.again:
+                    return
+        finally:
+            self.rendering = None
+
+    async def disconnect(self, code: int) -> None:
+        for name in getattr(self, "groups_joined", []):
+            await self.channel_layer.group_discard(name, self.channel_name)

@@ -13,12 +13,12 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Model, Q
+from django.db.models import Q
 
 from activity import prompts
 from activity.contract import FINAL_STATUSES, ChoiceIntent, Limits, ToolApproval, bound
@@ -51,13 +51,9 @@ from activity.protocol import (
     parse_agent_message,
 )
 from activity.render import render_block
+from activity.work import FrameError, Work, write
 
 PLAN_ENTRIES = 100
-INSERT_ORDER = (InferenceAttempt, Message, ToolActivity, Prompt)
-
-
-class FrameError(Exception):
-    """A frame that cannot be applied; its message is sent back to the runner."""
 
 
 @dataclass
@@ -66,68 +62,7 @@ class Result:
     errors: list[tuple[int, str]]  # (seq, what was wrong) for each skipped frame
     since: int  # the chat version before this batch
     version: int  # the chat version after it (== since when nothing changed)
-
-
-@dataclass
-class Work:
-    """The in-memory working set of one batch."""
-
-    chat: Chat
-    limits: Limits
-    rows: dict[str, ToolActivity] = field(default_factory=dict)  # by the agent's toolCallId
-    prompts: dict[str, Prompt] = field(default_factory=dict)  # by request key
-    new: list[Model] = field(default_factory=list)
-    new_ids: set[int] = field(default_factory=set)
-    dirty: dict[int, tuple[Model, set[str]]] = field(default_factory=dict)
-    meta_changed: bool = False
-
-    def add(self, *objs: Model) -> None:
-        self.new += objs
-        self.new_ids.update(map(id, objs))
-
-    def touch(self, obj: Model, *fields: str) -> None:
-        if not fields or id(obj) in self.new_ids:
-            return
-        self.dirty.setdefault(id(obj), (obj, set()))[1].update(fields)
-
-    def touch_meta(self, *fields: str) -> None:
-        self.touch(self.chat, *fields)
-        self.meta_changed = True
-
-    def attempt(self) -> InferenceAttempt:
-        attempt = self.chat.current_attempt
-        if attempt is None:
-            raise FrameError("no turn has started in this chat yet")
-        return attempt
-
-    def attempt_of(self, prompt: Prompt) -> InferenceAttempt:
-        current = self.chat.current_attempt
-        if current is not None and current.pk == prompt.attempt_id:
-            return current
-        return InferenceAttempt.objects.get(pk=prompt.attempt_id)
-
-    def reply(self, attempt: InferenceAttempt) -> Message:
-        return attempt.reply
-
-    def row(self, tool_call_id: str) -> ToolActivity | None:
-        if tool_call_id not in self.rows:
-            found = ToolActivity.objects.filter(chat=self.chat, tool_call_id=tool_call_id).first()
-            if found is None:
-                return None
-            self.rows[tool_call_id] = found
-        return self.rows[tool_call_id]
-
-    def prompt(self, key: str) -> Prompt | None:
-        if key not in self.prompts:
-            found = Prompt.objects.filter(chat=self.chat, request_id=key).first()
-            if found is None:
-                return None
-            self.prompts[key] = found
-        return self.prompts[key]
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.new or self.dirty)
+    prompts_changed: bool = False  # a prompt opened or closed: the inbox changes too
 
 
 def ingest(chat_id: uuid.UUID, frames: list[NumberedFrame | tuple[int, str]]) -> Result:
@@ -157,7 +92,13 @@ def ingest(chat_id: uuid.UUID, frames: list[NumberedFrame | tuple[int, str]]) ->
                 errors.append((seq, str(error)))
             chat.last_seq = seq
         write(work, since)
-        return Result(acked=chat.last_seq, errors=errors, since=since, version=chat.version)
+        return Result(
+            acked=chat.last_seq,
+            errors=errors,
+            since=since,
+            version=chat.version,
+            prompts_changed=work.prompts_changed,
+        )
 
 
 def _preload_rows(work: Work, frames: list[NumberedFrame | tuple[int, str]]) -> None:
@@ -174,34 +115,6 @@ def _preload_rows(work: Work, frames: list[NumberedFrame | tuple[int, str]]) -> 
     if ids:
         for row in ToolActivity.objects.filter(chat=work.chat, tool_call_id__in=ids):
             work.rows[row.tool_call_id] = row
-
-
-def write(work: Work, since: int) -> None:
-    """Save what the working set changed, under one new chat version."""
-    chat = work.chat
-    if work.changed:
-        chat.version = since + 1
-        for obj in work.new:
-            obj.version = obj.created_version = chat.version  # type: ignore[attr-defined]
-        for obj, fields in work.dirty.values():
-            if obj is not chat:
-                obj.version = chat.version  # type: ignore[attr-defined]
-                fields.add("version")
-        if work.meta_changed:
-            chat.meta_version = chat.version
-    for model in INSERT_ORDER:
-        batch = [obj for obj in work.new if type(obj) is model]
-        if batch:
-            cast(Any, model.objects).bulk_create(batch)
-    for obj, fields in work.dirty.values():
-        if obj is not chat:
-            obj.save(update_fields=sorted(fields))
-    chat.save(update_fields=["version", "meta_version", "last_seq", *_chat_fields(work)])
-
-
-def _chat_fields(work: Work) -> list[str]:
-    entry = work.dirty.get(id(work.chat))
-    return sorted(entry[1]) if entry else []
 
 
 def apply_frame(work: Work, frame: NumberedFrame) -> None:
@@ -354,10 +267,16 @@ def open_prompt(
     if isinstance(request, RequestPermission):
         call = request.call
         kind, asked = PromptKind.PERMISSION, request.title or (call.title if call else None)
-        offered = {"choices": [c.model_dump(mode="json") for c in prompts.choices(request.options)]}
+        offered: dict[str, Any] = {
+            "choices": [c.model_dump(mode="json") for c in prompts.choices(request.options)]
+        }
     else:
         kind, asked = PromptKind.QUESTION, request.message
-        offered = {"questions": [q.model_dump(mode="json") for q in prompts.questions(request)]}
+        questions = prompts.questions(request)
+        offered = {
+            "questions": [q.model_dump(mode="json") for q in questions],
+            "secret": any(q.secret for q in questions),
+        }
     prompt = Prompt(
         chat=work.chat,
         attempt=attempt,

@@ -344,6 +344,16 @@ class Prompt(models.Model):
     opened_at = models.BigIntegerField()  # epoch ms, the runner's clock
     closed_at = models.BigIntegerField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=ToolApproval.choices, blank=True)
+    # The decision a person made on the web, kept for good (the first answer wins).
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    answered_at = models.DateTimeField(null=True, blank=True)
+    answered_from = models.CharField(max_length=200, blank=True)  # the browser's address
+    decision = models.CharField(max_length=512, blank=True)  # "Allow once", the option chosen
+    # What the runner must tell the agent, kept until it has; never for a secret answer.
+    answer: models.JSONField[Any] = models.JSONField(null=True, blank=True)
+    secret = models.BooleanField(default=False)  # a question asks for a secret
     version = models.PositiveBigIntegerField(default=0)
     created_version = models.PositiveBigIntegerField(default=0)
 
@@ -359,3 +369,14 @@ class Prompt(models.Model):
     @property
     def is_open(self) -> bool:
         return self.closed_at is None
+
+    @property
+    def awaits_answer(self) -> bool:
+        """Open and not yet answered by anyone: what the buttons and the inbox offer."""
+        return self.closed_at is None and self.answered_at is None
+
+    @property
+    def jsonrpc_id(self) -> str | int:
+        """The agent's own JSON-RPC id, from the stored key (``n:5`` or ``s:abc``)."""
+        kind, _, value = self.request_id.partition(":")
+        return int(value) if kind == "n" else value

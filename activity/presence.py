@@ -18,8 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from activity.contract import Limits
-from activity.ingest import Work, finish_turn, write
+from activity.ingest import finish_turn
 from activity.models import Chat
+from activity.work import Work, write
 
 RUNNER_LOST = "runner_lost"
 
@@ -33,6 +34,8 @@ class Change:
     chat_id: uuid.UUID
     since: int
     version: int
+    workspace_id: uuid.UUID
+    prompts_changed: bool = False
 
 
 def connect(workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str) -> tuple[Change, int]:
@@ -49,7 +52,7 @@ def connect(workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str) -> tuple[
         chat.runner_connected, chat.runner_left_at, chat.runner_channel = True, None, channel
         work.touch_meta("runner_connected", "runner_left_at", "runner_channel")
         write(work, since)
-        return Change(chat.pk, since, chat.version), chat.last_seq
+        return Change(chat.pk, since, chat.version, chat.workspace_id), chat.last_seq
 
 
 def disconnect(chat_id: uuid.UUID, channel: str) -> Change | None:
@@ -63,7 +66,7 @@ def disconnect(chat_id: uuid.UUID, channel: str) -> Change | None:
         chat.runner_connected, chat.runner_left_at = False, timezone.now()
         work.touch_meta("runner_connected", "runner_left_at")
         write(work, since)
-        return Change(chat.pk, since, chat.version)
+        return Change(chat.pk, since, chat.version, chat.workspace_id)
 
 
 def sweep(now: float | None = None) -> list[Change]:
@@ -90,4 +93,4 @@ def abandon(chat_id: uuid.UUID, at: int) -> Change | None:
         work.touch(attempt, "ended_at", "stop_reason")
         finish_turn(work, attempt, RUNNER_LOST, at)
         write(work, since)
-        return Change(chat.pk, since, chat.version)
+        return Change(chat.pk, since, chat.version, chat.workspace_id, work.prompts_changed)

@@ -13,6 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from django.db.models import QuerySet
+
 from activity.models import Chat, InferenceAttempt, Message, Prompt, ToolActivity
 
 
@@ -38,11 +40,12 @@ class Changes:
 
 
 def with_prompts(rows: list[ToolActivity]) -> list[ToolActivity]:
-    """Attach each row's open prompt (its ``live`` state) as ``row.live_prompt``."""
-    open_prompts = Prompt.objects.filter(tool__in=[r.pk for r in rows], closed_at__isnull=True)
-    by_row = {p.tool_id: p for p in open_prompts}
+    """Attach each row's latest prompt as ``row.prompt``: open, it is the row's ``live``
+    state; answered or closed, it carries the decision."""
+    prompts = Prompt.objects.filter(tool__in=[r.pk for r in rows]).select_related("answered_by")
+    by_row = {p.tool_id: p for p in prompts.order_by("opened_at")}
     for row in rows:
-        row.live_prompt = by_row.get(row.pk)  # type: ignore[attr-defined]
+        row.prompt = by_row.get(row.pk)  # type: ignore[attr-defined]
     return rows
 
 
@@ -58,7 +61,7 @@ def turns(chat: Chat, attempts: Iterable[InferenceAttempt], upto: int) -> list[T
         result[row.attempt_id].rows.append(row)
     standalone = Prompt.objects.filter(
         attempt__in=result, tool__isnull=True, created_version__lte=upto
-    )
+    ).select_related("answered_by")
     for prompt in standalone:
         result[prompt.attempt_id].standalone.append(prompt)
     return list(result.values())
@@ -102,8 +105,16 @@ def turns_heads(chat: Chat, attempts: list[InferenceAttempt], upto: int) -> list
     if result:
         for prompt in Prompt.objects.filter(
             attempt__in=result, tool__isnull=True, created_version__lte=upto
-        ):
+        ).select_related("answered_by"):
             standalone[prompt.attempt_id].append(prompt)
     for pk, turn in result.items():
         turn.standalone = standalone[pk]
     return list(result.values())
+
+
+def inbox(chats: QuerySet[Chat]) -> list[Prompt]:
+    """Every prompt still waiting for a person in these chats, oldest first."""
+    waiting = Prompt.objects.filter(
+        chat__in=chats, closed_at__isnull=True, answered_at__isnull=True
+    ).select_related("chat", "chat__workspace", "tool")
+    return list(waiting.order_by("opened_at"))

@@ -6,7 +6,7 @@ from channels.auth import AuthMiddlewareStack
 from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import path
 
-from activity.consumers import AgentConsumer, ViewerConsumer
+from activity.consumers import AgentConsumer, InboxConsumer, ViewerConsumer
 
 websocket_urlpatterns = [
     # Runners send no Origin: they stay outside the Origin check and present a token instead.
@@ -15,4 +15,5 @@ websocket_urlpatterns = [
         "ws/chats/<uuid:chat_id>/",
         AllowedHostsOriginValidator(AuthMiddlewareStack(ViewerConsumer.as_asgi())),
     ),
+    path("ws/inbox/", AllowedHostsOriginValidator(AuthMiddlewareStack(InboxConsumer.as_asgi()))),
 ]

@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import uuid
 
+from asgiref.sync import async_to_sync
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.html import format_html
+from django.views.decorators.http import require_GET, require_POST
 
-from activity import access, reads
+from activity import access, answers, broadcast, reads
+from activity.models import Prompt, Role
 
 
 @require_GET
@@ -22,6 +25,54 @@ def runs(request: HttpRequest) -> HttpResponse:
 def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
     found = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
     version, turns = reads.page(found)
-    return render(
-        request, "activity/chat.html", {"chat": found, "turns": turns, "version": version}
+    context = {
+        "chat": found,
+        "turns": turns,
+        "version": version,
+        "can_answer": access.can_answer(request.user, found),
+    }
+    return render(request, "activity/chat.html", context)
+
+
+@require_GET
+@login_required
+def inbox(request: HttpRequest) -> HttpResponse:
+    prompts = reads.inbox(access.answerable_chats(request.user))
+    return render(request, "activity/inbox.html", {"prompts": prompts, "can_answer": True})
+
+
+@require_POST
+@login_required
+def answer(request: HttpRequest, prompt_id: uuid.UUID) -> HttpResponse:
+    prompt = get_object_or_404(
+        Prompt.objects.select_related("chat"),
+        pk=prompt_id,
+        chat__in=access.visible_chats(request.user),
     )
+    try:
+        if access.role_in(request.user, prompt.chat.workspace_id) not in access.ANSWERING_ROLES:
+            raise answers.Refusal(
+                f"You may watch this run, but only an {Role.APPROVER} or an {Role.ADMIN} "
+                "of its workspace may answer.",
+                403,
+            )
+        told, decision = answers.parse(prompt, request.POST)
+        recorded = answers.record(prompt.pk, request.user, decision, told, source(request))  # type: ignore[arg-type]
+    except answers.Refusal as refusal:
+        if not request.headers.get("HX-Request"):
+            return HttpResponse(str(refusal), status=refusal.status, content_type="text/plain")
+        return HttpResponse(
+            format_html('<span class="refused">{}</span>', str(refusal)), status=refusal.status
+        )
+    async_to_sync(answers.send_answer)(recorded.chat_id, recorded.request_id, told)
+    async_to_sync(broadcast.changed)(recorded.chat_id, recorded.since, recorded.version)
+    async_to_sync(broadcast.inbox_changed)(recorded.workspace_id)
+    if not request.headers.get("HX-Request"):
+        return redirect("chat", prompt.chat_id)
+    return HttpResponse(format_html('<span class="sent">{}</span>', f"{decision}: sent."))
+
+
+def source(request: HttpRequest) -> str:
+    """Where an answer came from: the browser's address and a short user agent."""
+    agent = request.headers.get("User-Agent", "")[:120]
+    return f"{request.META.get('REMOTE_ADDR', '?')} · {agent}"

@@ -28,5 +28,7 @@ async def watch() -> None:
         try:
             for change in await database_sync_to_async(presence.sweep)():
                 await broadcast.changed(change.chat_id, change.since, change.version)
+                if change.prompts_changed:
+                    await broadcast.inbox_changed(change.workspace_id)
         except Exception:
             log.exception("sweeping for runners that are gone failed")

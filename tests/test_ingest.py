@@ -9,8 +9,9 @@ from pydantic import TypeAdapter
 
 from activity import presence
 from activity.frames import runner_frame
-from activity.ingest import FrameError, ingest
+from activity.ingest import ingest
 from activity.models import Chat, Prompt, ToolActivity, Workspace
+from activity.work import FrameError
 from tests import frames
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,117 @@
+"""The working set of one write to a chat: what a batch loaded, made and changed.
+
+Every writer of a chat (ingest, presence, answers) fills a ``Work`` under the chat's row lock,
+then ``write`` saves it once: new objects in bulk, each changed object once, and the chat's
+version bumped once, so every push and resync can say exactly what changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from django.db.models import Model
+
+from activity.contract import Limits
+from activity.models import Chat, InferenceAttempt, Message, Prompt, ToolActivity
+
+INSERT_ORDER = (InferenceAttempt, Message, ToolActivity, Prompt)
+
+
+class FrameError(Exception):
+    """A frame that cannot be applied; its message is sent back to the runner."""
+
+
+@dataclass
+class Work:
+    """The in-memory working set of one batch."""
+
+    chat: Chat
+    limits: Limits
+    rows: dict[str, ToolActivity] = field(default_factory=dict)  # by the agent's toolCallId
+    prompts: dict[str, Prompt] = field(default_factory=dict)  # by request key
+    new: list[Model] = field(default_factory=list)
+    new_ids: set[int] = field(default_factory=set)
+    dirty: dict[int, tuple[Model, set[str]]] = field(default_factory=dict)
+    meta_changed: bool = False
+
+    def add(self, *objs: Model) -> None:
+        self.new += objs
+        self.new_ids.update(map(id, objs))
+
+    def touch(self, obj: Model, *fields: str) -> None:
+        if not fields or id(obj) in self.new_ids:
+            return
+        self.dirty.setdefault(id(obj), (obj, set()))[1].update(fields)
+
+    def touch_meta(self, *fields: str) -> None:
+        self.touch(self.chat, *fields)
+        self.meta_changed = True
+
+    def attempt(self) -> InferenceAttempt:
+        attempt = self.chat.current_attempt
+        if attempt is None:
+            raise FrameError("no turn has started in this chat yet")
+        return attempt
+
+    def attempt_of(self, prompt: Prompt) -> InferenceAttempt:
+        current = self.chat.current_attempt
+        if current is not None and current.pk == prompt.attempt_id:
+            return current
+        return InferenceAttempt.objects.get(pk=prompt.attempt_id)
+
+    def reply(self, attempt: InferenceAttempt) -> Message:
+        return attempt.reply
+
+    def row(self, tool_call_id: str) -> ToolActivity | None:
+        if tool_call_id not in self.rows:
+            found = ToolActivity.objects.filter(chat=self.chat, tool_call_id=tool_call_id).first()
+            if found is None:
+                return None
+            self.rows[tool_call_id] = found
+        return self.rows[tool_call_id]
+
+    def prompt(self, key: str) -> Prompt | None:
+        if key not in self.prompts:
+            found = Prompt.objects.filter(chat=self.chat, request_id=key).first()
+            if found is None:
+                return None
+            self.prompts[key] = found
+        return self.prompts[key]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.new or self.dirty)
+
+    @property
+    def prompts_changed(self) -> bool:
+        touched = [*self.new, *(obj for obj, _ in self.dirty.values())]
+        return any(isinstance(obj, Prompt) for obj in touched)
+
+
+def write(work: Work, since: int) -> None:
+    """Save what the working set changed, under one new chat version."""
+    chat = work.chat
+    if work.changed:
+        chat.version = since + 1
+        for obj in work.new:
+            obj.version = obj.created_version = chat.version  # type: ignore[attr-defined]
+        for obj, fields in work.dirty.values():
+            if obj is not chat:
+                obj.version = chat.version  # type: ignore[attr-defined]
+                fields.add("version")
+        if work.meta_changed:
+            chat.meta_version = chat.version
+    for model in INSERT_ORDER:
+        batch = [obj for obj in work.new if type(obj) is model]
+        if batch:
+            cast(Any, model.objects).bulk_create(batch)
+    for obj, fields in work.dirty.values():
+        if obj is not chat:
+            obj.save(update_fields=sorted(fields))
+    chat.save(update_fields=["version", "meta_version", "last_seq", *_chat_fields(work)])
+
+
+def _chat_fields(work: Work) -> list[str]:
+    entry = work.dirty.get(id(work.chat))
+    return sorted(entry[1]) if entry else []
