@@ -4,9 +4,9 @@ Run as ``python -m activity.demo_agent`` (or ``python activity/demo_agent.py``) 
 Every prompt gets a fresh scratch project in a temporary directory (removed after the turn); the
 user's cwd and files are never touched. Per turn it streams commentary, sends a plan and ticks it
 off, reads ``greet.py``, runs real commands there (``ls -la``, ``python3 test_greet.py``), proposes
-an edit with a diff, asks permission for it (mode ``default``; mode ``auto`` does not ask),
-applies it or marks it failed, re-runs the test and sends a ``usage_update``. ``session/cancel``
-marks unfinished calls failed and ends the turn with ``cancelled``.
+an edit with a diff, asks permission for it (mode ``default``; not in mode ``auto`` nor after
+"allow-always"), applies it or marks it failed, re-runs the test and sends a ``usage_update``.
+``session/cancel`` marks unfinished calls failed and ends the turn with ``cancelled``.
 ``KORUWEB_DEMO_FAST=1`` (or the ``--fast`` argument, for clients that trim the environment, as
 the SDK's ``spawn_agent_process`` does) removes the pauses.
 """
@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 import uuid
+from asyncio.subprocess import DEVNULL, PIPE, STDOUT
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -128,7 +129,7 @@ class DemoAgent:
         await self._say(t, f"I'll work in a scratch project at `{t.root}`. Let me look around.")
         await self._plan(t, None, 0)
         await self._run(t, ["ls", "-la"])
-        read_id = await self._start(t, "Read greet.py", "read", {"path": str(greet)}, greet)
+        read_id = await self._start(t, "Read greet.py", "read", {"path": str(greet)})
         await self._finish(t, read_id, "completed", greet.read_text())
         await self._plan(t, 0, 1)
         await self._run(t, ["python3", "test_greet.py"])
@@ -140,7 +141,7 @@ class DemoAgent:
         )
         edit_input = {"path": str(greet), "old_string": OLD_GREET, "new_string": NEW_GREET}
         diff = [acp.tool_diff_content(str(greet), NEW_GREET, OLD_GREET)]
-        edit_id = await self._start(t, "Edit greet.py", "edit", edit_input, greet, diff)
+        edit_id = await self._start(t, "Edit greet.py", "edit", edit_input, diff)
         if not await self._allowed(t, edit_id):
             await self._finish(t, edit_id, "failed", "User refused permission")
             await self._say(t, "Understood, I left `greet.py` unchanged. The test still fails.")
@@ -174,38 +175,27 @@ class DemoAgent:
         await self._send(t, acp.update_tool_call(call_id, status="in_progress"))
         exe = shutil.which(argv[0]) or (sys.executable if argv[0] == "python3" else argv[0])
         proc = await asyncio.create_subprocess_exec(
-            exe,
-            *argv[1:],
-            cwd=t.root,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
+            exe, *argv[1:], cwd=t.root, stdin=DEVNULL, stdout=PIPE, stderr=STDOUT
         )
         out, _ = await proc.communicate()
         await self._pause(t)
-        output = out.decode(errors="replace")
-        text = f"```console\n$ {command}\n{output}```\nexit code {proc.returncode}"
+        output = out.decode(errors="replace").rstrip("\n")
+        text = f"```console\n$ {command}\n{output}\n```\nexit code {proc.returncode}"
         await self._finish(t, call_id, "completed", text, {"exitCode": proc.returncode})
 
     async def _start(
-        self,
-        t: Turn,
-        title: str,
-        kind: schema.ToolKind,
-        raw_input: dict[str, str],
-        path: Path | None = None,
-        content: list[Any] | None = None,
+        self, t: Turn, title: str, kind: schema.ToolKind, raw: dict[str, str], diff: Any = None
     ) -> str:
         call_id = f"call-{uuid.uuid4().hex[:12]}"
-        locations = [schema.ToolCallLocation(path=str(path), line=1)] if path else None
+        where = [schema.ToolCallLocation(path=raw["path"], line=1)] if "path" in raw else None
         update = acp.start_tool_call(
             call_id,
             title,
             kind=kind,
             status="pending",
-            content=content,
-            locations=locations,
-            raw_input=raw_input,
+            content=diff,
+            locations=where,
+            raw_input=raw,
         )
         t.open_calls.add(call_id)
         t.started[call_id] = update
@@ -219,12 +209,11 @@ class DemoAgent:
         call_id: str,
         status: schema.ToolCallStatus,
         text: str | None,
-        raw_output: Any = None,
+        out: Any = None,
     ) -> None:
         content = [acp.tool_content(acp.text_block(text))] if text is not None else None
-        await self._send(
-            t, acp.update_tool_call(call_id, status=status, content=content, raw_output=raw_output)
-        )
+        update = acp.update_tool_call(call_id, status=status, content=content, raw_output=out)
+        await self._send(t, update)
         t.open_calls.discard(call_id)
         await self._pause(t)
 
