@@ -270,3 +270,87 @@ async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version():
     finally:
         await watch.disconnect()
         await agent.disconnect()
+
+
+# --- answers on their way to the runner ------------------------------------------------------
+
+
+@database_sync_to_async
+def answer_as(workspace: Workspace, name: str, chat_id: uuid.UUID, choice: str) -> int:
+    from django.test import Client
+
+    from activity.models import Prompt
+
+    user = User.objects.create_user(name, password="pw")
+    Membership.objects.create(workspace=workspace, user=user, role=Role.APPROVER)
+    client = Client()
+    client.force_login(user)
+    prompt = Prompt.objects.get(chat_id=chat_id)
+    return client.post(f"/prompts/{prompt.pk}/answer", {"choice": choice}).status_code
+
+
+def asking(attempt: uuid.UUID, reply: uuid.UUID) -> list[dict]:
+    return [
+        frames.turn_started(1, attempt, reply),
+        frames.tool_call(2, "c1", "rm -rf build", kind="delete"),
+        frames.permission(3, 7, "c1", "rm -rf build"),
+    ]
+
+
+async def test_an_answer_from_the_web_reaches_the_runner_that_owns_the_agent():
+    workspace, token = await workspace_with_token()
+    chat_id = uuid.uuid4()
+    agent = await runner(token, chat_id)
+    try:
+        await send_all(agent, *asking(uuid.uuid4(), uuid.uuid4()))
+        assert await answer_as(workspace, "alice", chat_id, "allow-once") == 302
+        assert await agent.receive_json_from(timeout=5) == {
+            "type": "answer",
+            "request_id": 7,
+            "outcome": {"outcome": "selected", "optionId": "allow-once"},
+        }
+    finally:
+        await agent.disconnect()
+
+
+async def test_an_answer_given_while_the_runner_was_away_is_delivered_when_it_comes_back():
+    workspace, token = await workspace_with_token()
+    chat_id = uuid.uuid4()
+    agent = await runner(token, chat_id)
+    await send_all(agent, *asking(uuid.uuid4(), uuid.uuid4()))
+    await agent.disconnect()
+    assert await answer_as(workspace, "alice", chat_id, "reject") == 302
+
+    back = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())]
+    )
+    await back.connect()
+    try:
+        await back.send_json_to(frames.hello(chat_id, acked=3))
+        assert await back.receive_json_from() == {"type": "ack", "seq": 3}
+        assert await back.receive_json_from(timeout=5) == {
+            "type": "answer",
+            "request_id": 7,
+            "outcome": {"outcome": "selected", "optionId": "reject"},
+        }
+    finally:
+        await back.disconnect()
+
+
+async def test_an_inbox_socket_hears_of_a_new_prompt_in_its_workspace():
+    workspace, token = await workspace_with_token()
+    alice = await member(workspace, "alice", Role.APPROVER)
+    inbox = await viewer(alice, uuid.uuid4())
+    inbox.scope["path"] = "/ws/inbox/"  # same headers, the inbox route
+    inbox = WebsocketCommunicator(application, "/ws/inbox/", headers=inbox.scope["headers"])
+    assert (await inbox.connect())[0]
+    agent = await runner(token, uuid.uuid4())
+    try:
+        await send_all(agent, *asking(uuid.uuid4(), uuid.uuid4()))
+        update = await inbox.receive_json_from(timeout=5)
+        while "rm -rf build" not in update["content"]:
+            update = await inbox.receive_json_from(timeout=5)
+        assert 'data-count="1"' in update["content"]
+    finally:
+        await inbox.disconnect()
+        await agent.disconnect()
