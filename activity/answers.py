@@ -163,9 +163,11 @@ def pending(chat_id: uuid.UUID) -> tuple[list[Answer], int, int]:
         return answers, since, chat.version
 
 
-async def send_answer(chat_id: uuid.UUID, request_id: str | int, outcome: dict[str, Any]) -> None:
+async def send_answer(
+    chat_id: uuid.UUID, request_id: str | int, outcome: dict[str, Any], layer: Any = None
+) -> None:
     """Send the answer to a JSON-RPC request of the agent to the chat's runner."""
     frame = Answer(request_id=request_id, outcome=outcome)
-    await get_channel_layer().group_send(
+    await (layer or get_channel_layer()).group_send(
         runner_group(chat_id), {"type": "runner.answer", "text": frame.model_dump_json()}
     )

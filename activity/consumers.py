@@ -62,7 +62,20 @@ def _explain(error: ValidationError) -> str:
     return f"invalid frame: {where}: {first['msg']}"
 
 
-class AgentConsumer(AsyncWebsocketConsumer):
+class Relay(AsyncWebsocketConsumer):
+    """Skips Channels' per-message ``close_old_connections`` hop (PERF.md): it waits for the
+    one shared database thread, so frames would queue behind ingest and never batch. These
+    consumers reach the database only through ``database_sync_to_async``, which does its own.
+    """
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        handler = getattr(self, message["type"].replace(".", "_"), None)
+        if handler is None:
+            raise ValueError(f"no handler for message type {message['type']}")
+        await handler(message)
+
+
+class AgentConsumer(Relay):
     workspace_id: uuid.UUID | None = None
     chat_id: uuid.UUID | None = None
 
@@ -166,7 +179,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await broadcast.changed(change.chat_id, change.since, change.version)
 
 
-class ViewerConsumer(AsyncWebsocketConsumer):
+class ViewerConsumer(Relay):
     chat_id: uuid.UUID | None = None
 
     async def connect(self) -> None:
@@ -181,14 +194,6 @@ class ViewerConsumer(AsyncWebsocketConsumer):
             return
         self.chat_id = chat_id
         await self.channel_layer.group_add(broadcast.group(chat_id), self.channel_name)
-
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        # Skips Channels' per-message close_old_connections hop (PERF.md): this consumer
-        # reaches the database only through database_sync_to_async, which does its own.
-        handler = getattr(self, message["type"].replace(".", "_"), None)
-        if handler is None:
-            raise ValueError(f"no handler for message type {message['type']}")
-        await handler(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page says which version it shows; it gets exactly what changed since."""
@@ -216,7 +221,7 @@ def render_inbox(user: Any) -> str:
     return render_to_string("activity/inbox.html#inbox-list", {"prompts": prompts, "oob": True})
 
 
-class InboxConsumer(AsyncWebsocketConsumer):
+class InboxConsumer(Relay):
     """``/ws/inbox/``: a user's open prompts, re-rendered for them when one opens or closes."""
 
     groups_joined: list[str]

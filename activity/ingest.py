@@ -166,6 +166,9 @@ def apply_acp(work: Work, frame: Acp) -> None:
             open_prompt(work, envelope.id, message, frame.at)
         case CreateElicitation():
             open_prompt(work, envelope.id, message, frame.at)
+        case _ if envelope.method == "session/cancel" and work.chat.current_attempt:
+            # The runner asked the agent to stop: unfinished calls are cancelled at once.
+            finish_turn(work, work.attempt(), "cancelled", frame.at)
     # Responses, other requests and notifications change nothing a page shows.
 
 

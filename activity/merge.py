@@ -91,6 +91,7 @@ class CallState:
     agent_status: str | None = None  # the ACP status as sent, known or not
     agent_tool: str | None = None  # the tool's own name (`name` or _meta.claudeCode.toolName)
     input_seen: bool = False  # a real (non-empty) input arrived
+    content_seen: bool = False  # the output comes from `content`, which rawOutput never replaces
     opened: bool = False  # a `tool_call` arrived, not only updates
 
     @property
@@ -211,7 +212,9 @@ def apply_update(
         changes["input_seen"] = True
     elif update.locations and not s.input_seen:
         changes["agent_input"] = bound(render_locations(update.locations), limits.content_chars)
-    output = _output(update, prompt=prompt)
+    output = _output(update, s.content_seen, prompt=prompt)
+    if update.content is not None and (update.content or not prompt):
+        changes["content_seen"] = bool(output)
     if output is not None:
         text = output or None
         changes["agent_output"] = bound(text, limits.content_chars)
@@ -232,13 +235,18 @@ def _meta_tool_name(meta: dict[str, Any] | None) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def _output(update: ToolCallFields, *, prompt: bool) -> str | None:
-    """The new output text, "" to empty it, or None to leave it as it is."""
+def _output(update: ToolCallFields, content_seen: bool, *, prompt: bool) -> str | None:
+    """The new output text, "" to empty it, or None to leave it as it is.
+
+    ``content`` is what the agent shows; ``rawOutput`` stands in only while there is none.
+    """
     raw_output = None if update.raw_output == "" else update.raw_output
     if update.content is not None:
         text = render_content(update.content)
         if text or (not prompt and raw_output is None):
             return text
+    elif content_seen:
+        return None
     return None if raw_output is None else render_raw(raw_output)
 
 

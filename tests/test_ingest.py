@@ -172,3 +172,19 @@ def test_runner_frames_are_strict_about_ids_and_numbers():
         adapter.validate_python(
             frames.turn_started(1, uuid.UUID(int=1), uuid.uuid4())  # not a UUID v4
         )
+
+
+def test_the_runners_cancel_cancels_unfinished_calls_before_the_agent_reports_them(chat):
+    attempt, _ = start(chat)
+    cancel = frames.acp(
+        3, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}
+    )
+    apply(
+        chat,
+        frames.tool_call(2, "slow", "Wait 30 s", status="in_progress"),
+        cancel,
+        frames.tool_update(4, "slow", status="failed"),  # the agent's own report comes after
+        frames.turn_ended(5, attempt, "cancelled"),
+    )
+    row = ToolActivity.objects.get(chat=chat)
+    assert (row.status, row.error_code) == ("failed", "cancelled")

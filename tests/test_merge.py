@@ -1413,3 +1413,16 @@ def test_any_sequence_of_events_keeps_the_rows_promises(specs: list[Any]) -> Non
             assert s.status is before.status, "a prompt never moves the status"
         if isinstance(event, PromptClosed) and before.approval is not ToolApproval.PENDING:
             assert s == before, "closing a prompt that is not open changes nothing"
+
+
+def test_raw_output_never_replaces_content_already_shown() -> None:
+    s = replay(
+        tool_call(
+            toolCallId="e1",
+            title="Edit notes.txt",
+            kind="edit",
+            content=[diff("/w/notes.txt", "a\n", "b\n")],
+        ),
+        tool_call_update(toolCallId="e1", status="completed", rawOutput={"ok": True}),
+    )
+    assert s.agent_output is not None and "+b" in s.agent_output and "ok" not in s.agent_output

@@ -46,8 +46,12 @@ class TurnTable:
     def observe(self, event: StreamEvent) -> None:
         """The SDK's raw-frame hook: queue what the agent sent, in the order it was read."""
         message = event.message
-        if event.direction is not StreamDirection.INCOMING or "method" not in message:
-            return  # our own messages, and responses: the turn frames say what they mean
+        if event.direction is StreamDirection.OUTGOING:
+            if message.get("method") == "session/cancel":  # the turn's calls are cancelled now
+                self.outbox.add({"type": "acp", "message": message})
+            return  # our other messages, and responses: the turn frames say what they mean
+        if "method" not in message:
+            return
         self.outbox.add({"type": "acp", "message": message})
         if message["method"] in BLOCKING and "id" in message:
             self.arrived[message["method"]].append(message["id"])

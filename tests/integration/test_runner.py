@@ -1,0 +1,264 @@
+"""The real runner and the real server, with the project's own ACP agents (tests/agents/)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from channels_redis.core import RedisChannelLayer
+
+from activity.answers import send_answer
+from activity.models import AgentToken, Chat, InferenceAttempt, Prompt, ToolActivity, Workspace
+from tests.liveserver import BASE_DIR, REDIS_URL, Server, child_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+AGENTS = BASE_DIR / "tests" / "agents"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    running = Server(tmp_path / "daphne.log", redis=True)
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def token() -> str:
+    workspace = Workspace.objects.create(slug="acme", name="Acme")
+    return AgentToken.issue(workspace, "ci")[1]
+
+
+class Run:
+    """``python manage.py agent … -- AGENT`` in a child process."""
+
+    def __init__(self, server: str, token: str, agent: list[str], *flags: str) -> None:
+        command = [sys.executable, "manage.py", "agent", "--server", server, "--token", token]
+        command += [*flags, "--", *agent]
+        self.process = subprocess.Popen(
+            command,
+            cwd=BASE_DIR,
+            env=child_env(KORUWEB_DEMO_FAST="1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        found = re.search(r"/chats/([0-9a-f-]{36})/", line)
+        assert found, f"the runner printed no chat URL: {line!r}"
+        self.chat_id = uuid.UUID(found.group(1))
+
+    def finish(self, within: float = 30) -> tuple[int, str]:
+        try:
+            _, err = self.process.communicate(timeout=within)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            _, err = self.process.communicate()
+            raise AssertionError(f"the runner did not finish within {within} s:\n{err}") from None
+        return self.process.returncode, err
+
+
+def sdk(script: str, server: Server, token: str, *flags: str) -> Run:
+    agent = [sys.executable, str(AGENTS / "sdk_agent.py")]
+    return Run(server.ws_url, token, agent, "--prompt", script, *flags)
+
+
+def eventually[T](check: Callable[[], T | None], within: float = 15) -> T:
+    deadline = time.monotonic() + within
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError("the expected state never came")
+        time.sleep(0.05)
+
+
+def answer(chat_id: uuid.UUID, request_id: str | int, outcome: dict[str, Any]) -> None:
+    """Answer as the web does: through the channel layer to the runner's socket."""
+
+    async def send() -> None:
+        layer = RedisChannelLayer(hosts=[REDIS_URL])
+        try:
+            await send_answer(chat_id, request_id, outcome, layer=layer)
+        finally:
+            await layer.close_pools()
+
+    asyncio.run(send())
+
+
+def open_prompt(chat_id: uuid.UUID) -> Prompt:
+    return eventually(lambda: Prompt.objects.filter(chat_id=chat_id, closed_at=None).first())
+
+
+def last_turn(chat_id: uuid.UUID) -> InferenceAttempt:
+    turn = Chat.objects.get(pk=chat_id).current_attempt
+    assert turn is not None
+    return turn
+
+
+def rows(chat_id: uuid.UUID) -> dict[str, ToolActivity]:
+    return {r.tool_call_id: r for r in ToolActivity.objects.filter(chat_id=chat_id)}
+
+
+def test_a_turn_of_the_sdk_agent_becomes_rows_a_plan_and_a_reply(server, token):
+    run = sdk("basic", server, token, "--title", "Basic run")
+    code, err = run.finish()
+    assert code == 0, err
+    chat = Chat.objects.get(pk=run.chat_id)
+    assert chat.title == "Basic run" and chat.agent_name
+    turn = chat.current_attempt
+    assert turn is not None and turn.stop_reason == "end_turn" and turn.prompt == "basic"
+    assert [e["status"] for e in turn.plan] == ["completed", "completed"]
+    assert turn.reply.markdown == "Done: edited notes.txt."
+    got = rows(chat.pk)
+    assert list(got) == ["t1-read", "t1-edit"]
+    read, edit = got["t1-read"], got["t1-edit"]
+    assert read.status == "completed" and read.read_only and read.agent_output == "hello\n"
+    assert edit.status == "completed" and edit.started_at is not None
+    assert edit.agent_output is not None
+    assert "-hello" in edit.agent_output and "+hello, world" in edit.agent_output
+    assert edit.started_at is not None and edit.completed_at is not None
+    assert edit.proposed_at <= edit.started_at <= edit.completed_at
+
+
+@pytest.mark.parametrize(
+    ("choice", "status", "approval"),
+    [("allow-once", "completed", "approved"), ("reject", "failed", "denied")],
+)
+def test_a_permission_waits_for_the_web_and_the_agent_goes_on(
+    server, token, choice, status, approval
+):
+    run = sdk("permission", server, token)
+    prompt = open_prompt(run.chat_id)
+    assert [c["id"] for c in prompt.choices] == ["allow-once", "reject"]
+    answer(run.chat_id, prompt.jsonrpc_id, {"outcome": "selected", "optionId": choice})
+    code, err = run.finish()
+    assert code == 0, err
+    row = ToolActivity.objects.get(chat_id=run.chat_id)
+    assert (row.status, row.approval) == (status, approval)
+    if approval == "denied":
+        assert row.error_code == "permission_denied"
+    prompt.refresh_from_db()
+    assert prompt.outcome == approval and prompt.closed_at is not None
+    assert last_turn(run.chat_id).reply.markdown == f"Permission outcome: {choice}"
+
+
+def test_a_question_is_answered_with_free_text_in_its_other_box(server, token):
+    run = sdk("question", server, token)
+    prompt = open_prompt(run.chat_id)
+    assert prompt.kind == "question" and prompt.questions[0]["allow_other"]
+    content = {"question_0": "Postgres", "question_0_custom": "with pgvector"}
+    answer(run.chat_id, prompt.jsonrpc_id, {"action": "accept", "content": content})
+    code, err = run.finish()
+    assert code == 0, err
+    row = ToolActivity.objects.get(chat_id=run.chat_id)
+    assert row.tool_name == "AskUserQuestion" and row.status == "completed"
+    assert row.agent_label == "Which database should I use?"
+    assert row.agent_output == "Database: Postgres (with pgvector)"
+    prompt.refresh_from_db()
+    assert prompt.outcome == "approved"
+
+
+def raw_expectations(chat_id: uuid.UUID) -> None:
+    """What tests/agents/raw_agent.py's turn must leave, by the merge rules."""
+    got = rows(chat_id)
+    assert len(got) == 4 + 20
+    orphan = got["r1-orphan"]
+    assert not orphan.opened and orphan.status == "completed"
+    assert orphan.agent_label == "Orphan update"
+    weird = got["r1-weird"]
+    assert (weird.agent_kind, weird.agent_status, weird.status) == (
+        "teleport",
+        "paused",
+        "proposed",
+    )
+    assert weird.tool_name == "teleport"
+    untitled = got["r1-untitled"]
+    assert untitled.agent_label is None and untitled.tool_name == "execute"
+    asked = got["r1-perm"]
+    assert asked.approval == "approved" and not asked.opened
+    for n in range(20):
+        burst = got[f"r1-burst-{n:02d}"]
+        assert burst.status == "completed" and burst.agent_output == "step 99"
+        assert burst.agent_label == f"Burst call {n:02d}"
+    assert last_turn(chat_id).stop_reason == "end_turn"
+    assert last_turn(chat_id).reply.markdown == "Permission outcome: allow-once"
+
+
+def raw_run(server: Server, token: str) -> Run:
+    agent = [sys.executable, str(AGENTS / "raw_agent.py")]
+    return Run(server.ws_url, token, agent, "--prompt", "go")
+
+
+def test_the_raw_agents_quirks_and_a_two_thousand_update_burst_land_as_the_rules_say(server, token):
+    run = raw_run(server, token)
+    prompt = open_prompt(run.chat_id)
+    answer(run.chat_id, prompt.jsonrpc_id, {"outcome": "selected", "optionId": "allow-once"})
+    code, err = run.finish()
+    assert code == 0, err
+    raw_expectations(run.chat_id)
+
+
+def test_a_server_killed_mid_turn_loses_nothing_and_doubles_nothing(server, token):
+    run = raw_run(server, token)
+    prompt = open_prompt(run.chat_id)
+    answer(run.chat_id, prompt.jsonrpc_id, {"outcome": "selected", "optionId": "allow-once"})
+    eventually(lambda: ToolActivity.objects.filter(chat_id=run.chat_id).count() > 4, within=10)
+    server.kill()  # mid-burst: some frames committed, some in flight, some not yet sent
+    time.sleep(0.5)
+    server.start()
+    code, err = run.finish()
+    assert code == 0, err
+    raw_expectations(run.chat_id)
+
+
+def test_ctrl_c_cancels_the_running_turn(server, token):
+    run = sdk("slow", server, token)
+    eventually(lambda: ToolActivity.objects.filter(chat_id=run.chat_id).exists())
+    run.process.send_signal(signal.SIGINT)
+    code, err = run.finish()
+    assert code == 0, err
+    assert last_turn(run.chat_id).stop_reason == "cancelled"
+    row = ToolActivity.objects.get(chat_id=run.chat_id)
+    assert row.status in {"cancelled", "failed"} and row.error_code == "cancelled"
+
+
+def test_a_bad_token_is_one_clear_line_and_exit_code_2(server):
+    run = sdk("basic", server, "koru_not-a-token")
+    code, err = run.finish()
+    assert code == 2 and "refused the agent token" in err
+
+
+def test_an_unreachable_server_is_one_clear_line_and_exit_code_1(token):
+    agent = [sys.executable, str(AGENTS / "sdk_agent.py")]
+    run = Run("ws://127.0.0.1:9", token, agent, "--prompt", "basic", "--connect-timeout", "1")
+    code, err = run.finish()
+    assert code == 1 and "unreachable after 1 s" in err
+
+
+def test_an_agent_command_that_does_not_exist_is_exit_code_3(server, token):
+    run = Run(server.ws_url, token, ["/nonexistent/agent"], "--prompt", "hi")
+    code, err = run.finish()
+    assert code == 3 and "'/nonexistent/agent' was not found" in err
+
+
+def test_an_agent_that_exits_mid_turn_is_exit_code_4_and_its_calls_fail(server, token):
+    run = sdk("exit", server, token)
+    code, err = run.finish()
+    assert code == 4 and "exited with code 3 during a turn" in err
+    assert last_turn(run.chat_id).stop_reason == "agent_exited"
+    row = ToolActivity.objects.get(chat_id=run.chat_id)
+    assert (row.status, row.error_code) == ("failed", "agent_exited")

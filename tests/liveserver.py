@@ -1,0 +1,119 @@
+"""A real server for integration and browser tests: ``daphne`` in a child process.
+
+The child and the test process share the test database: the root conftest makes the SQLite
+test database a file, which the child opens through ``DATABASE_URL``. With ``redis=True`` both
+use the Redis channel layer, so the test process can reach the child's sockets through it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote
+
+from django.conf import settings
+from django.db import connections
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+REDIS_URL = os.environ.get("KORUWEB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def database_url() -> str:
+    """The URL of the test database this process uses, for a child process."""
+    db = connections["default"].settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        name = str(db["NAME"])
+        if name == ":memory:" or "mode=memory" in name:
+            raise RuntimeError(f"the test database is in memory ({name}); a child cannot open it")
+        return f"sqlite:///{name}"
+    if db["ENGINE"] == "django.db.backends.postgresql":
+        auth = quote(db["USER"] or "", safe="")
+        if db.get("PASSWORD"):
+            auth += ":" + quote(db["PASSWORD"], safe="")
+        host = f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
+        return f"postgres://{auth}@{host}/{db['NAME']}"
+    raise RuntimeError(f"no live server on {db['ENGINE']}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    return {
+        **env,
+        "DJANGO_SETTINGS_MODULE": "koruweb.settings",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "PYTHONUNBUFFERED": "1",
+        **extra,
+    }
+
+
+class Server:
+    """``daphne koruweb.asgi:application`` in a child process, on a fixed port."""
+
+    def __init__(self, log: Path, *, redis: bool = False, grace: int | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}"
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+        extra = {"DATABASE_URL": database_url()}
+        if redis:
+            extra["REDIS_URL"] = REDIS_URL
+        if grace is not None:
+            extra["RUNNER_GRACE_SECONDS"] = str(grace)
+        self.env = child_env(**extra)
+
+    def start(self, within: float = 20) -> None:
+        daphne = Path(sys.executable).with_name("daphne")
+        command = [str(daphne), "-b", "127.0.0.1", "-p", str(self.port)]
+        command += ["--websocket_timeout", "-1", "koruweb.asgi:application"]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + within
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited ({self.process.returncode}):\n{self.output}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not answer within {within} s:\n{self.output}")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL: no close frames, no cleanup, as when a machine dies."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+        self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self.process = None
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
