@@ -381,3 +381,21 @@ class Prompt(models.Model):
         """The agent's own JSON-RPC id, from the stored key (``n:5`` or ``s:abc``)."""
         kind, _, value = self.request_id.partition(":")
         return int(value) if kind == "n" else value
+
+
+class Comment(models.Model):
+    """A workspace member's note on a tool row, for reviewing a turn together."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tool = models.ForeignKey(ToolActivity, on_delete=models.CASCADE, related_name="comments")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"comment by {self.author} on {self.tool_id}"
