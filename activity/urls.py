@@ -2,11 +2,31 @@ from __future__ import annotations
 
 from django.urls import path
 
-from activity import views
+from activity import views, workspaces
 
 urlpatterns = [
     path("", views.runs, name="runs"),
     path("chats/<uuid:chat_id>/", views.chat, name="chat"),
     path("inbox/", views.inbox, name="inbox"),
     path("prompts/<uuid:prompt_id>/answer", views.answer, name="answer"),
+    path("chats/<uuid:chat_id>/delete", workspaces.delete_run, name="delete-run"),
+    path("workspaces/", workspaces.workspaces, name="workspaces"),
+    path("workspaces/<slug:slug>/", workspaces.workspace, name="workspace"),
+    path("workspaces/<slug:slug>/members/add", workspaces.add_member, name="add-member"),
+    path(
+        "workspaces/<slug:slug>/members/<int:member_id>/role",
+        workspaces.change_role,
+        name="change-role",
+    ),
+    path(
+        "workspaces/<slug:slug>/members/<int:member_id>/remove",
+        workspaces.remove_member,
+        name="remove-member",
+    ),
+    path("workspaces/<slug:slug>/tokens/create", workspaces.create_token, name="create-token"),
+    path(
+        "workspaces/<slug:slug>/tokens/<int:token_id>/revoke",
+        workspaces.revoke_token,
+        name="revoke-token",
+    ),
 ]

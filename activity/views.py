@@ -30,6 +30,7 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
         "turns": turns,
         "version": version,
         "can_answer": access.can_answer(request.user, found),
+        "can_manage": access.role_in(request.user, found.workspace_id) == Role.ADMIN,
     }
     return render(request, "activity/chat.html", context)
 

@@ -191,6 +191,8 @@ REPLY_MAX_CHARS = envint("REPLY_MAX_CHARS", 1_000_000, minimum=1_000)
 RUNNER_GRACE_SECONDS = envint("RUNNER_GRACE_SECONDS", 60, minimum=0)
 # How long the live path gathers changes to a chat into one push, under load (ms).
 PUSH_WINDOW_MS = envint("PUSH_WINDOW_MS", 30, minimum=0)
+# `manage.py prune_runs` deletes runs created more than this many days ago; 0 keeps them forever.
+RETENTION_DAYS = envint("RETENTION_DAYS", 0, minimum=0)
 
 LOGGING = {
     "version": 1,

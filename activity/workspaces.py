@@ -1,0 +1,269 @@
+"""Looking after a workspace: its members and their roles, its agent tokens, deleting its runs.
+
+Only an admin of the workspace (or a superuser) may use these pages. Someone outside the
+workspace gets a 404 (its existence is not revealed), a member without the role a 403. Bad
+input shows the page again with a clear message and changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from activity import access, broadcast
+from activity.models import AgentToken, Chat, Membership, Role, Workspace
+
+PAGE = "activity/workspace.html"
+LIST = "activity/workspaces.html"
+CONFIRM = "activity/delete_run.html"
+
+
+class Invalid(Exception):
+    """Bad input: the page says why, and nothing was changed."""
+
+
+def admin_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Give ``view`` the workspace named by ``slug`` (and the url's other ids), for its admins."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, slug: str, **ids: int) -> HttpResponse:
+        workspace = get_object_or_404(Workspace, slug=slug)
+        role = access.role_in(request.user, workspace.pk)
+        if role is None:
+            raise Http404("No such workspace.")
+        if role != Role.ADMIN:
+            return refused(request, workspace, role, "managing its members, tokens and runs")
+        try:
+            return view(request, workspace, **ids)
+        except Invalid as invalid:
+            return page(request, workspace, error=str(invalid), status=400)
+
+    return wrapped
+
+
+@require_GET
+@login_required
+def workspaces(request: HttpRequest) -> HttpResponse:
+    return render(request, LIST, {"rows": roles(request.user)})
+
+
+@require_GET
+@login_required
+@admin_view
+def workspace(request: HttpRequest, workspace: Workspace) -> HttpResponse:
+    return page(request, workspace)
+
+
+@require_POST
+@login_required
+@admin_view
+def add_member(request: HttpRequest, workspace: Workspace) -> HttpResponse:
+    username = request.POST.get("username", "").strip()
+    role = parse_role(request.POST.get("role", Role.VIEWER))
+    user = find_user(username)
+    with transaction.atomic():
+        lock(workspace)
+        found = workspace.memberships.filter(user_id=user.pk).first()
+        if found is not None:
+            raise Invalid(f"{username} is already a member of {workspace}, as {found.role}.")
+        Membership.objects.create(workspace=workspace, user_id=user.pk, role=role)
+    messages.success(request, f"Added {username} to {workspace} as {role}.")
+    return redirect("workspace", workspace.slug)
+
+
+@require_POST
+@login_required
+@admin_view
+def change_role(request: HttpRequest, workspace: Workspace, member_id: int) -> HttpResponse:
+    role = parse_role(request.POST.get("role", ""))
+    with transaction.atomic():
+        lock(workspace)
+        member = get_object_or_404(workspace.memberships.select_related("user"), pk=member_id)
+        if role != Role.ADMIN:
+            keep_an_admin(workspace, member, "demote")
+        member.role = role
+        member.save(update_fields=["role"])
+    messages.success(request, f"{member.user} is now {role} in {workspace}.")
+    return after_change(request, workspace)
+
+
+@require_POST
+@login_required
+@admin_view
+def remove_member(request: HttpRequest, workspace: Workspace, member_id: int) -> HttpResponse:
+    with transaction.atomic():
+        lock(workspace)
+        member = get_object_or_404(workspace.memberships.select_related("user"), pk=member_id)
+        keep_an_admin(workspace, member, "remove")
+        member.delete()
+    messages.success(request, f"Removed {member.user} from {workspace}.")
+    return after_change(request, workspace)
+
+
+@require_POST
+@login_required
+@admin_view
+def create_token(request: HttpRequest, workspace: Workspace) -> HttpResponse:
+    name = request.POST.get("name", "").strip()
+    if not name:
+        raise Invalid("Give the token a name, e.g. the machine it runs on.")
+    if len(name) > 100:
+        raise Invalid(f"A token's name is at most 100 characters; this one has {len(name)}.")
+    token, plain = AgentToken.issue(workspace, name)
+    # Rendered, not redirected: the plain token exists only in this response.
+    return page(request, workspace, new_token=(token, plain))
+
+
+@require_POST
+@login_required
+@admin_view
+def revoke_token(request: HttpRequest, workspace: Workspace, token_id: int) -> HttpResponse:
+    token = get_object_or_404(workspace.tokens, pk=token_id)
+    revoked = workspace.tokens.filter(pk=token.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+    if not revoked:
+        raise Invalid(f"The token {token} was already revoked.")
+    messages.success(request, f"Revoked the token {token}: runners can no longer connect with it.")
+    return redirect("workspace", workspace.slug)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def delete_run(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
+    """GET asks for confirmation; the POST from that page deletes the run and all under it."""
+    chat = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
+    role = access.role_in(request.user, chat.workspace_id)
+    if role != Role.ADMIN:
+        return refused(request, chat.workspace, role, "deleting its runs")
+    context = {"chat": chat, "turns": chat.attempts.count(), "tools": chat.tool_count}
+    if request.method == "GET":
+        return render(request, CONFIRM, context)
+    try:
+        delete(chat.pk)
+    except Invalid as invalid:
+        return render(request, CONFIRM, {**context, "error": str(invalid)}, status=409)
+    async_to_sync(broadcast.inbox_changed)(chat.workspace_id)  # its open prompts are gone
+    turns = context["turns"]
+    messages.success(request, f"Deleted the run “{chat}” and its {turns} turn{'s' * (turns != 1)}.")
+    return redirect("workspace", chat.workspace.slug)
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def page(
+    request: HttpRequest,
+    workspace: Workspace,
+    *,
+    error: str = "",
+    new_token: tuple[AgentToken, str] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "workspace": workspace,
+        "members": workspace.memberships.select_related("user").order_by("user__username"),
+        "tokens": workspace.tokens.all(),
+        "roles": Role.choices,
+        "runs": workspace.chats.count(),
+        "retention_days": settings.RETENTION_DAYS,
+        "error": error,
+    }
+    if new_token is not None:
+        scheme = "wss" if request.is_secure() else "ws"
+        context["new_token"], context["plain_token"] = new_token
+        context["command"] = (
+            f"python manage.py agent --server {scheme}://{request.get_host()} "
+            f"--token {new_token[1]} -- AGENT"
+        )
+    response = render(request, PAGE, context, status=status)
+    add_never_cache_headers(response)  # a page that may show a token stays out of caches
+    return response
+
+
+def refused(
+    request: HttpRequest, workspace: Workspace, role: Role | None, what: str
+) -> HttpResponse:
+    refusal = f"You are {role} in {workspace}: {what} takes the admin role."
+    return render(request, LIST, {"rows": roles(request.user), "refusal": refusal}, status=403)
+
+
+def roles(user: access.User) -> list[tuple[Workspace, Role]]:
+    """The user's workspaces and their role in each; a superuser is admin of all of them."""
+    if getattr(user, "is_superuser", False):
+        return [(w, Role.ADMIN) for w in Workspace.objects.all()]
+    if not user.is_authenticated:
+        return []
+    memberships = Membership.objects.filter(user_id=user.pk).select_related("workspace")
+    return [(m.workspace, Role(m.role)) for m in memberships.order_by("workspace__name")]
+
+
+def parse_role(value: str) -> Role:
+    if value not in Role.values:
+        raise Invalid(f"“{value}” is not a role: pick viewer, approver or admin.")
+    return Role(value)
+
+
+def find_user(username: str) -> AbstractBaseUser:
+    if not username:
+        raise Invalid("Give the username of the person to add.")
+    model = get_user_model()
+    try:
+        return model._default_manager.get_by_natural_key(username)
+    except model.DoesNotExist:
+        raise Invalid(f"There is no user named “{username}”: they need an account first.") from None
+
+
+def lock(workspace: Workspace) -> None:
+    """Changes to one workspace's members go one at a time, so two admins demoting each
+    other at once cannot leave it without an admin."""
+    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+
+
+def keep_an_admin(workspace: Workspace, member: Membership, action: str) -> None:
+    if member.role != Role.ADMIN:
+        return
+    if not workspace.memberships.filter(role=Role.ADMIN).exclude(pk=member.pk).exists():
+        raise Invalid(
+            f"{member.user} is the last admin of {workspace}, so you cannot {action} them: "
+            "make someone else an admin first."
+        )
+
+
+def after_change(request: HttpRequest, workspace: Workspace) -> HttpResponse:
+    """Back to the page, or to the list for an admin who just stepped down or left."""
+    if access.role_in(request.user, workspace.pk) != Role.ADMIN:
+        return redirect("workspaces")
+    return redirect("workspace", workspace.slug)
+
+
+def delete(chat_id: uuid.UUID) -> None:
+    """Delete a chat and everything under it (turns, replies, tool rows, prompts).
+
+    A chat whose runner is connected is kept: the runner's next frame would find it gone,
+    and its reconnect would start an empty chat under the same id.
+    """
+    with transaction.atomic():
+        chat = Chat.objects.select_for_update().filter(pk=chat_id).first()
+        if chat is None:
+            raise Http404("This run was already deleted.")
+        if chat.runner_connected:
+            raise Invalid(
+                "Its runner is still connected: stop the runner (Ctrl-C where it runs), "
+                "then delete the run."
+            )
+        chat.delete()
