@@ -17,6 +17,7 @@ import json
 import logging
 import uuid
 
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -139,10 +140,14 @@ async def changed(chat_id: uuid.UUID, since: int, version: int) -> None:
     pusher.announce(since, version)
 
 
-async def push_now(chat_id: uuid.UUID, since: int, version: int) -> None:
-    """Push at once, without a pusher: for code that runs outside the server's event loop."""
+def changed_sync(chat_id: uuid.UUID, since: int, version: int) -> None:
+    """Push a change made by synchronous code (a view, a command) at once, rendered here.
+
+    People answer and comment at human speed, so these pushes need no coalescing; a pusher of
+    the same chat that pushes next starts from an older version and its viewers resync.
+    """
     if version > since:
-        html, to = await database_sync_to_async(render_changes)(chat_id, since)
-        await get_channel_layer().group_send(
+        html, to = render_changes(chat_id, since)
+        async_to_sync(get_channel_layer().group_send)(
             group(chat_id), {"type": "chat.push", "text": push_text(since, to, html)}
         )

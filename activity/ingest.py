@@ -115,6 +115,7 @@ def _preload_rows(work: Work, frames: list[NumberedFrame | tuple[int, str]]) -> 
     if ids:
         for row in ToolActivity.objects.filter(chat=work.chat, tool_call_id__in=ids):
             work.rows[row.tool_call_id] = row
+        work.absent = ids - work.rows.keys()
 
 
 def apply_frame(work: Work, frame: NumberedFrame) -> None:
@@ -233,6 +234,7 @@ def merge_call(work: Work, event: Event, at: int, cut_bytes: int = 0) -> ToolAct
     row.set_state(state)
     work.add(row)
     work.rows[call_id] = row
+    work.absent.discard(call_id)
     return row
 
 

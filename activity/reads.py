@@ -13,9 +13,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.db.models import QuerySet
+from django.db.models import Count, F, QuerySet, Window
+from django.db.models.functions import RowNumber
 
-from activity.models import Chat, InferenceAttempt, Message, Prompt, ToolActivity
+from activity.models import Chat, Comment, InferenceAttempt, Message, Prompt, ToolActivity
+
+LIVE_ROWS = 300  # a live page shows a turn's latest calls; the turn page shows them all
 
 
 @dataclass
@@ -24,6 +27,7 @@ class Turn:
     reply: Message | None
     rows: list[ToolActivity] = field(default_factory=list)
     standalone: list[Prompt] = field(default_factory=list)  # prompts about no tool row
+    earlier: int = 0  # calls older than the ones shown
 
 
 @dataclass
@@ -40,12 +44,18 @@ class Changes:
 
 
 def with_prompts(rows: list[ToolActivity]) -> list[ToolActivity]:
-    """Attach each row's latest prompt as ``row.prompt``: open, it is the row's ``live``
-    state; answered or closed, it carries the decision."""
-    prompts = Prompt.objects.filter(tool__in=[r.pk for r in rows]).select_related("answered_by")
+    """Attach what a row shows beside its own columns, in two queries for any number of rows:
+    its latest prompt as ``row.prompt`` (open, it is the row's ``live`` state; answered or
+    closed, it carries the decision) and its comments as ``row.notes``."""
+    ids = [r.pk for r in rows]
+    prompts = Prompt.objects.filter(tool__in=ids).select_related("answered_by")
     by_row = {p.tool_id: p for p in prompts.order_by("opened_at")}
+    notes: dict[uuid.UUID, list[Comment]] = defaultdict(list)
+    for comment in Comment.objects.filter(tool__in=ids).select_related("author"):
+        notes[comment.tool_id].append(comment)
     for row in rows:
         row.prompt = by_row.get(row.pk)  # type: ignore[attr-defined]
+        row.notes = notes[row.pk]  # type: ignore[attr-defined]
     return rows
 
 
@@ -56,9 +66,14 @@ def turns(chat: Chat, attempts: Iterable[InferenceAttempt], upto: int) -> list[T
         return []
     for reply in Message.objects.filter(attempt__in=result):
         result[reply.attempt_id].reply = reply
-    rows = ToolActivity.objects.filter(attempt__in=result, created_version__lte=upto)
-    for row in with_prompts(list(rows.order_by("position"))):
-        result[row.attempt_id].rows.append(row)
+    rows = ToolActivity.objects.filter(attempt__in=result, created_version__lte=upto).annotate(
+        newest=Window(RowNumber(), partition_by=[F("attempt_id")], order_by=F("position").desc()),
+        calls=Window(Count("id"), partition_by=[F("attempt_id")]),
+    )
+    for row in with_prompts(list(rows.filter(newest__lte=LIVE_ROWS).order_by("position"))):
+        turn = result[row.attempt_id]
+        turn.rows.append(row)
+        turn.earlier = row.calls - min(row.calls, LIVE_ROWS)  # type: ignore[attr-defined]
     standalone = Prompt.objects.filter(
         attempt__in=result, tool__isnull=True, created_version__lte=upto
     ).select_related("answered_by")

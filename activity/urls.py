@@ -2,11 +2,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from activity import views, workspaces
+from activity import review, views, workspaces
 
 urlpatterns = [
     path("", views.runs, name="runs"),
     path("chats/<uuid:chat_id>/", views.chat, name="chat"),
+    path("chats/<uuid:chat_id>/turns/<uuid:attempt_id>/", review.turn, name="turn"),
+    path("chats/<uuid:chat_id>/transcript.md", review.transcript, name="transcript"),
+    path("api/chats/<uuid:chat_id>/tool-activity", review.tool_activity, name="tool_activity"),
+    path("tools/<uuid:tool_id>/", review.tool, name="tool"),
+    path("tools/<uuid:tool_id>/comments", review.comment, name="comment"),
     path("inbox/", views.inbox, name="inbox"),
     path("prompts/<uuid:prompt_id>/answer", views.answer, name="answer"),
     path("chats/<uuid:chat_id>/delete", workspaces.delete_run, name="delete-run"),

@@ -66,7 +66,7 @@ def answer(request: HttpRequest, prompt_id: uuid.UUID) -> HttpResponse:
             format_html('<span class="refused">{}</span>', str(refusal)), status=refusal.status
         )
     async_to_sync(answers.send_answer)(recorded.chat_id, recorded.request_id, told)
-    async_to_sync(broadcast.changed)(recorded.chat_id, recorded.since, recorded.version)
+    broadcast.changed_sync(recorded.chat_id, recorded.since, recorded.version)
     async_to_sync(broadcast.inbox_changed)(recorded.workspace_id)
     if not request.headers.get("HX-Request"):
         return redirect("chat", prompt.chat_id)

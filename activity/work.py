@@ -29,6 +29,7 @@ class Work:
     chat: Chat
     limits: Limits
     rows: dict[str, ToolActivity] = field(default_factory=dict)  # by the agent's toolCallId
+    absent: set[str] = field(default_factory=set)  # toolCallIds known to have no row yet
     prompts: dict[str, Prompt] = field(default_factory=dict)  # by request key
     new: list[Model] = field(default_factory=list)
     new_ids: set[int] = field(default_factory=set)
@@ -64,6 +65,8 @@ class Work:
         return attempt.reply
 
     def row(self, tool_call_id: str) -> ToolActivity | None:
+        if tool_call_id in self.absent:
+            return None  # the batch's preload already looked
         if tool_call_id not in self.rows:
             found = ToolActivity.objects.filter(chat=self.chat, tool_call_id=tool_call_id).first()
             if found is None:

@@ -41,3 +41,9 @@
     if (prompt && !event.target.closest("button, input, label, a")) prompt.focus();
   });
 })();
+
+// A comment sent is a comment gone from its box: the push brings it back as part of the row.
+document.addEventListener("htmx:after:request", (event) => {
+  const form = event.target.closest?.("form.comment-form");
+  if (form) form.reset();
+});

@@ -1,0 +1,146 @@
+"""Reviewing past turns: the turn as it happened, permalinks, comments and exports."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from activity import access, broadcast, reads
+from activity.contract import Limits, bound
+from activity.models import AgentToken, Chat, Comment, InferenceAttempt, ToolActivity
+from activity.transcript import chat_markdown, interleave, timeline
+from activity.work import Work, write
+
+TURN_PAGE_ROWS = 500
+COMMENT_CHARS = 4000
+
+
+@require_GET
+@login_required
+def turn(request: HttpRequest, chat_id: uuid.UUID, attempt_id: uuid.UUID) -> HttpResponse:
+    chat = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
+    attempt = get_object_or_404(
+        InferenceAttempt.objects.select_related("reply"), pk=attempt_id, chat=chat
+    )
+    ordered = attempt.tool_activities.order_by("position")
+    page = Paginator(ordered, TURN_PAGE_ROWS).get_page(request.GET.get("page"))
+    rows = reads.with_prompts(list(page.object_list))
+    start = (rows[0].text_offset or 0) if rows and page.has_previous() else 0
+    end = None
+    if page.has_next():
+        end = ordered.values_list("text_offset", flat=True)[page.end_index()] or 0
+    markdown = attempt.reply.markdown
+    bars = timeline(attempt, rows, now=time.time_ns() // 1_000_000)
+    context = {
+        "chat": chat,
+        "attempt": attempt,
+        "page": page,
+        "segments": interleave(markdown, rows, start, end),
+        "bars": bars,
+        "timeline_height": max((b.y + b.height for b in bars), default=0) + 1,
+        "can_answer": False,  # a review page shows decisions, it does not take answers
+    }
+    return render(request, "activity/turn.html", context)
+
+
+@require_GET
+@login_required
+def tool(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponseRedirect:
+    """A permalink to a row: its place on the chat page, or its page of a very long turn."""
+    row = get_object_or_404(
+        ToolActivity.objects.filter(chat__in=access.visible_chats(request.user)), pk=tool_id
+    )
+    before = ToolActivity.objects.filter(attempt=row.attempt_id, position__lt=row.position)
+    after = ToolActivity.objects.filter(attempt=row.attempt_id, position__gt=row.position)
+    if after.count() < reads.LIVE_ROWS:
+        return redirect(reverse("chat", args=[row.chat_id]) + f"#tool-{row.pk}")
+    page = before.count() // TURN_PAGE_ROWS + 1
+    url = reverse("turn", args=[row.chat_id, row.attempt_id])
+    return redirect(f"{url}?page={page}#tool-{row.pk}")
+
+
+@require_POST
+@login_required
+def comment(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponse:
+    row = get_object_or_404(
+        ToolActivity.objects.filter(chat__in=access.visible_chats(request.user)), pk=tool_id
+    )
+    text = (request.POST.get("text") or "").strip()
+    if not text:
+        return HttpResponse("Write something first.", status=400)
+    with transaction.atomic():
+        chat = Chat.objects.select_for_update().get(pk=row.chat_id)
+        since = chat.version
+        Comment.objects.create(
+            tool=row, author_id=request.user.pk, text=bound(text, COMMENT_CHARS) or ""
+        )
+        work = Work(chat=chat, limits=Limits.from_settings())
+        work.touch(row, "version")
+        write(work, since)
+    broadcast.changed_sync(chat.pk, since, chat.version)
+    if request.headers.get("HX-Request"):
+        return HttpResponse(status=204)
+    return redirect(reverse("chat", args=[row.chat_id]) + f"#tool-{row.pk}")
+
+
+def _chat_for_export(request: HttpRequest, chat_id: uuid.UUID) -> Chat | HttpResponse:
+    """The chat, for a logged-in member or a runner token of its workspace."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        found = AgentToken.find(token.strip())
+        if found is None:
+            return JsonResponse({"error": "the token is not valid"}, status=401)
+        chat = Chat.objects.filter(pk=chat_id, workspace=found.workspace_id).first()
+    elif request.user.is_authenticated:
+        chat = access.visible_chats(request.user).filter(pk=chat_id).first()
+    else:
+        return JsonResponse({"error": "log in or send an agent token"}, status=401)
+    return chat or JsonResponse({"error": "no such chat"}, status=404)
+
+
+@require_GET
+def tool_activity(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse | StreamingHttpResponse:
+    """The contract's JSON: every row of the chat; ``live`` is null on a repository read."""
+    chat = _chat_for_export(request, chat_id)
+    if isinstance(chat, HttpResponse):
+        return chat
+    rows = chat.tool_activities.order_by("position")
+
+    def stream() -> Iterator[str]:
+        yield "["
+        for n, row in enumerate(rows.iterator(chunk_size=500)):
+            yield ("," if n else "") + json.dumps(row.to_record().to_json())
+        yield "]"
+
+    return StreamingHttpResponse(stream(), content_type="application/json")
+
+
+@require_GET
+@login_required
+def transcript(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
+    chat = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
+    attempts = list(chat.attempts.select_related("reply").order_by("started_at", "created_version"))
+    rows = reads.with_prompts(list(chat.tool_activities.order_by("position")))
+    by_turn: dict[uuid.UUID, list[ToolActivity]] = {a.pk: [] for a in attempts}
+    for row in rows:
+        by_turn[row.attempt_id].append(row)
+    text = chat_markdown(chat, [(a, a.reply.markdown, by_turn[a.pk]) for a in attempts])
+    response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="koruweb-{chat.pk}.md"'
+    return response

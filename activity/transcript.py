@@ -1,0 +1,149 @@
+"""A turn as it happened: the reply's Markdown with the tool rows where they were made, a
+timeline of the calls, and the same turn as a Markdown document to download."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from activity.models import Chat, InferenceAttempt, ToolActivity
+
+TIMELINE_WIDTH = 1000  # the SVG's own units; it scales to the page
+
+
+@dataclass
+class Segment:
+    """Reply text, then the calls made right after it had arrived."""
+
+    text: str
+    rows: list[ToolActivity] = field(default_factory=list)
+
+
+def interleave(
+    markdown: str, rows: Sequence[ToolActivity], start: int = 0, end: int | None = None
+) -> list[Segment]:
+    """Cut the reply (its UTF-8 bytes ``start``..``end``) at each row's ``text_offset``."""
+    data = markdown.encode()
+    end = len(data) if end is None else min(end, len(data))
+    segments = [Segment(text="")]
+    cursor = start
+    for row in rows:
+        offset = min(max(row.text_offset or 0, cursor), end)
+        if offset > cursor:
+            segments.append(Segment(text=_decode(data[cursor:offset])))
+            cursor = offset
+        segments[-1].rows.append(row)
+    if cursor < end:
+        segments.append(Segment(text=_decode(data[cursor:end])))
+    return [s for s in segments if s.text or s.rows]
+
+
+def _decode(chunk: bytes) -> str:
+    # An offset may fall inside a character only if an agent miscounted; never fail on it.
+    return chunk.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Bar:
+    y: float
+    height: float
+    wait_x: float
+    wait_width: float
+    run_x: float
+    run_width: float
+    status: str
+    approval: str
+    row_id: str
+    label: str
+
+
+def timeline(attempt: InferenceAttempt, rows: Sequence[ToolActivity], now: int) -> list[Bar]:
+    """Where each call sits in its turn: proposed → started (waiting, for a person too) → ended."""
+    if not rows:
+        return []
+    begin = min(attempt.started_at, *(r.proposed_at for r in rows))
+    finish = max(
+        attempt.ended_at or now, *(r.completed_at or r.started_at or r.proposed_at for r in rows)
+    )
+    scale = TIMELINE_WIDTH / max(finish - begin, 1)
+    height = max(min(12.0, 240 / len(rows)), 1.0)
+
+    def x(at: int) -> float:
+        return round((at - begin) * scale, 2)
+
+    bars = []
+    for n, row in enumerate(rows):
+        still = attempt.ended_at or now
+        waited_until = row.started_at or row.completed_at or still
+        ran_until = row.completed_at or still
+        run_from = row.started_at if row.started_at is not None else ran_until
+        bars.append(
+            Bar(
+                y=round(n * height, 2),
+                height=round(height * 0.8, 2),
+                wait_x=x(row.proposed_at),
+                wait_width=max(x(waited_until) - x(row.proposed_at), 0),
+                run_x=x(run_from),
+                run_width=max(x(ran_until) - x(run_from), 0),
+                status=row.status,
+                approval=row.approval,
+                row_id=str(row.id),
+                label=row.agent_label or row.tool_name,
+            )
+        )
+    return bars
+
+
+# --- Markdown ---------------------------------------------------------------------------------
+
+
+def fence(text: str, info: str = "") -> str:
+    """A code block that no backticks inside can close."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{info}\n{text}\n{ticks}"
+
+
+def row_markdown(row: ToolActivity) -> str:
+    took = f", {row.duration_ms} ms" if row.duration_ms is not None else ""
+    lines = [f"- **{row.agent_label or row.tool_name}** — `{row.tool_name}`, {row.status}{took}"]
+    prompt = getattr(row, "prompt", None)
+    if prompt is not None and prompt.answered_at is not None:
+        who = prompt.answered_by.get_username() if prompt.answered_by else "someone"
+        lines.append(f"  - {prompt.decision} by {who} at {prompt.answered_at:%Y-%m-%d %H:%M} UTC")
+    elif prompt is not None and prompt.closed_at is not None:
+        lines.append(f"  - The prompt closed: {prompt.get_outcome_display().lower()}")
+    if row.error_message:
+        lines.append(f"  - {row.error_message}")
+    for title, body, info in (("Input", row.agent_input, ""), ("Output", row.agent_output, "")):
+        if body:
+            kind = "diff" if body.startswith("--- ") else info
+            lines.append(f"\n  {title}:\n\n" + _indent(fence(body, kind)))
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" if line else "" for line in text.split("\n"))
+
+
+def chat_markdown(
+    chat: Chat, turns: Iterable[tuple[InferenceAttempt, str, list[ToolActivity]]]
+) -> str:
+    parts = [
+        f"# {chat.title or 'Untitled run'}",
+        "",
+        f"Agent: {chat.agent_name} {chat.agent_version}".rstrip(),
+        "",
+    ]
+    for number, (attempt, markdown, rows) in enumerate(turns, start=1):
+        parts += [f"## Turn {number}", "", "**Prompt:**", "", fence(attempt.prompt, "text"), ""]
+        for segment in interleave(markdown, rows):
+            if segment.text:
+                parts += [segment.text.strip("\n"), ""]
+            parts += [row_markdown(row) for row in segment.rows]
+            if segment.rows:
+                parts.append("")
+        ended = f"ended: {attempt.stop_reason}" if attempt.ended_at else "still running"
+        parts += [f"_Turn {ended}._", ""]
+    return "\n".join(parts)

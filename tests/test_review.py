@@ -1,0 +1,205 @@
+"""Reviewing past turns: as they happened, at any size; permalinks, comments and exports."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from activity import answers, presence, reads
+from activity.contract import tool_activity_json_schema
+from activity.frames import runner_frame
+from activity.ingest import ingest
+from activity.models import (
+    AgentToken,
+    Chat,
+    Comment,
+    Membership,
+    Prompt,
+    Role,
+    ToolActivity,
+    Workspace,
+)
+from tests import frames
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def acme() -> Workspace:
+    return Workspace.objects.create(slug="acme", name="Acme")
+
+
+@pytest.fixture
+def alice(acme) -> Client:
+    user = User.objects.create_user("alice", password="pw")
+    Membership.objects.create(workspace=acme, user=user, role=Role.APPROVER)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def run(workspace: Workspace, *raw: dict) -> Chat:
+    change, _ = presence.connect(workspace.pk, uuid.uuid4(), "runner")
+    ingest(change.chat_id, [runner_frame.validate_python(r) for r in raw])
+    return Chat.objects.get(pk=change.chat_id)
+
+
+def story(workspace: Workspace) -> Chat:
+    """A turn whose edit waited for alice's answer on the web."""
+    attempt = uuid.uuid4()
+    chat = run(
+        workspace,
+        frames.turn_started(1, attempt, uuid.uuid4(), prompt="Fix the build"),
+        frames.say(2, "First I look around. "),
+        frames.tool_call(3, "ls", "List files", kind="read", status="completed"),
+        frames.say(4, "Now the fix. "),
+        frames.tool_call(
+            5,
+            "edit",
+            "Edit a.py",
+            kind="edit",
+            content=[{"type": "content", "content": {"type": "text", "text": "```py\nx = 1\n```"}}],
+        ),
+        frames.permission(6, 1, "edit", "Edit a.py"),
+    )
+    alice = User.objects.get_or_create(username="alice")[0]
+    prompt = Prompt.objects.get(chat=chat)
+    answers.record(prompt.pk, alice, "Allowed once", {"outcome": "selected"}, "test")
+    ingest(
+        chat.pk,
+        [
+            runner_frame.validate_python(raw)
+            for raw in (
+                frames.outcome(7, 1, "allow-once"),
+                frames.tool_update(8, "edit", status="completed"),
+                frames.say(9, "Done."),
+                frames.turn_ended(10, attempt),
+            )
+        ],
+    )
+    return Chat.objects.get(pk=chat.pk)
+
+
+def big_turn(workspace: Workspace, calls: int) -> Chat:
+    attempt = uuid.uuid4()
+    raw = [frames.turn_started(1, attempt, uuid.uuid4())]
+    raw += [
+        frames.tool_call(n + 2, f"c{n}", f"Call {n}", kind="read", status="completed")
+        for n in range(calls)
+    ]
+    return run(workspace, *raw)
+
+
+def body(response) -> list:
+    rows: list = json.loads(b"".join(response.streaming_content))
+    return rows
+
+
+def test_the_export_is_the_contract_json_with_live_null(acme, alice):
+    chat = story(acme)
+    rows = body(alice.get(f"/api/chats/{chat.pk}/tool-activity"))
+    schema = tool_activity_json_schema()
+    assert [r["agent_label"] for r in rows] == ["List files", "Edit a.py"]
+    for row in rows:
+        jsonschema.validate(row, schema)
+        assert row["live"] is None and row["chat_id"] == str(chat.pk)
+
+
+def test_the_export_takes_an_agent_token_of_the_chats_workspace(acme):
+    chat = story(acme)
+    _, token = AgentToken.issue(acme, "ci")
+    client = Client()
+    ok = client.get(f"/api/chats/{chat.pk}/tool-activity", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert ok.status_code == 200 and len(body(ok)) == 2
+    _, other = AgentToken.issue(Workspace.objects.create(slug="globex", name="Globex"), "ci")
+    refused = client.get(
+        f"/api/chats/{chat.pk}/tool-activity", HTTP_AUTHORIZATION=f"Bearer {other}"
+    )
+    assert refused.status_code == 404
+    assert client.get(f"/api/chats/{chat.pk}/tool-activity").status_code == 401
+
+
+def test_the_transcript_reads_the_turn_in_order_with_decisions(acme, alice):
+    chat = story(acme)
+    response = alice.get(f"/chats/{chat.pk}/transcript.md")
+    assert response["Content-Disposition"].endswith(f'koruweb-{chat.pk}.md"')
+    text = response.content.decode()
+    order = [
+        "Fix the build",
+        "First I look around.",
+        "List files",
+        "Now the fix.",
+        "Edit a.py",
+        "Done.",
+    ]
+    assert [text.index(part) for part in order] == sorted(text.index(part) for part in order)
+    assert "Allowed once by alice" in text
+    assert "````\n  ```py" in text  # output with backticks inside gets a longer fence
+
+
+def test_the_turn_page_puts_each_call_where_it_happened_and_draws_the_timeline(acme, alice):
+    chat = story(acme)
+    page = alice.get(f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/").content.decode()
+    figure, html = page.split("</figure>")
+    assert figure.count('<rect class="run') == 2
+    assert html.index("First I look around") < html.index("List files") < html.index("Now the fix")
+    assert html.index("Now the fix") < html.index("Edit a.py") < html.index("Done.")
+    assert "Allowed once by alice" in html
+
+
+def test_a_ten_thousand_call_turn_opens_with_as_many_queries_as_a_small_one(acme, alice):
+    small, big = big_turn(acme, reads.LIVE_ROWS + 700), big_turn(acme, 10_000)
+    counts = {}
+    for name, chat in (("small", small), ("big", big)):
+        for url in (f"/chats/{chat.pk}/", f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/"):
+            with CaptureQueriesContext(connection) as queries:
+                assert alice.get(url).status_code == 200
+            counts[(name, url.count("turns"))] = len(queries)
+    assert counts[("big", 0)] == counts[("small", 0)]
+    assert counts[("big", 1)] == counts[("small", 1)]
+    page = alice.get(f"/chats/{big.pk}/").content.decode()
+    assert page.count('<tr id="tool-') == reads.LIVE_ROWS
+    assert f"{10_000 - reads.LIVE_ROWS} earlier calls" in page
+
+
+def test_a_permalink_to_an_old_call_of_a_long_turn_finds_its_page(acme, alice):
+    chat = big_turn(acme, 1200)
+    first = ToolActivity.objects.get(chat=chat, tool_call_id="c0")
+    late = ToolActivity.objects.get(chat=chat, tool_call_id="c1199")
+    assert alice.get(f"/tools/{late.pk}/")["Location"] == f"/chats/{chat.pk}/#tool-{late.pk}"
+    found = alice.get(f"/tools/{first.pk}/")["Location"]
+    assert found == f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/?page=1#tool-{first.pk}"
+    assert f'id="tool-{first.pk}"' in alice.get(found.split("#")[0]).content.decode()
+
+
+def test_a_member_comments_on_a_call_and_everyone_sees_it(acme, alice):
+    chat = story(acme)
+    row = ToolActivity.objects.get(chat=chat, tool_call_id="edit")
+    version = Chat.objects.get(pk=chat.pk).version
+    response = alice.post(
+        f"/tools/{row.pk}/comments", {"text": "Why <b>a.py</b>?"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 204
+    assert Comment.objects.get(tool=row).text == "Why <b>a.py</b>?"
+    row.refresh_from_db()
+    assert row.version > version  # pushed to every viewer as a change of the row
+    page = alice.get(f"/chats/{chat.pk}/").content.decode()
+    assert "Why &lt;b&gt;a.py&lt;/b&gt;?" in page
+
+
+def test_an_outsider_can_neither_comment_nor_export(acme):
+    chat = story(acme)
+    row = ToolActivity.objects.get(chat=chat, tool_call_id="edit")
+    charlie = Client()
+    charlie.force_login(User.objects.create_user("charlie", password="pw"))
+    assert charlie.post(f"/tools/{row.pk}/comments", {"text": "hi"}).status_code == 404
+    assert charlie.get(f"/api/chats/{chat.pk}/tool-activity").status_code == 404
+    assert charlie.get(f"/chats/{chat.pk}/transcript.md").status_code == 404
+    assert not Comment.objects.exists()
