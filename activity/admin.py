@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from asgiref.sync import async_to_sync
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from activity import presence
 from activity.models import AgentToken, Chat, InferenceAttempt, Membership, ToolActivity, Workspace
 
 
@@ -32,8 +34,11 @@ class AgentTokenAdmin(admin.ModelAdmin[AgentToken]):
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        self.message_user(request, f"Revoked {count} token(s).")
+        active = list(queryset.filter(revoked_at__isnull=True).values_list("pk", flat=True))
+        AgentToken.objects.filter(pk__in=active).update(revoked_at=timezone.now())
+        for token_id in active:
+            async_to_sync(presence.token_revoked)(token_id)  # cut off runners using it now
+        self.message_user(request, f"Revoked {len(active)} token(s).")
 
 
 @admin.register(Chat)

@@ -48,12 +48,11 @@ def _bearer(scope: dict[str, Any]) -> str:
     return ""
 
 
-def _authenticate(token: str) -> uuid.UUID | None:
+def _authenticate(token: str) -> AgentToken | None:
     found = AgentToken.find(token) if token else None
-    if found is None:
-        return None
-    AgentToken.objects.filter(pk=found.pk).update(last_used_at=timezone.now())
-    return found.workspace_id
+    if found is not None:
+        AgentToken.objects.filter(pk=found.pk).update(last_used_at=timezone.now())
+    return found
 
 
 def _explain(error: ValidationError) -> str:
@@ -81,10 +80,13 @@ class AgentConsumer(Relay):
 
     async def connect(self) -> None:
         await self.accept()  # accept, then close with a code: never an endless retry loop
-        self.workspace_id = await database_sync_to_async(_authenticate)(_bearer(self.scope))
-        if self.workspace_id is None:
+        token = await database_sync_to_async(_authenticate)(_bearer(self.scope))
+        if token is None:
             await self.close(code=4401, reason="a valid agent token is required")
             return
+        self.workspace_id = token.workspace_id
+        self.token_group = presence.token_group(token.pk)
+        await self.channel_layer.group_add(self.token_group, self.channel_name)
         self.pending: list[NumberedFrame | tuple[int, str]] = []
         self.drainer: asyncio.Task[None] | None = None
         watchdog.ensure_running()
@@ -125,7 +127,7 @@ class AgentConsumer(Relay):
         assert self.workspace_id is not None
         try:
             change, last_seq = await database_sync_to_async(presence.connect)(
-                self.workspace_id, hello.chat_id, self.channel_name
+                self.workspace_id, hello.chat_id, self.channel_name, hello.acked
             )
         except presence.Refused as refused:
             await self.close(code=4403, reason=str(refused))
@@ -170,7 +172,12 @@ class AgentConsumer(Relay):
     async def runner_answer(self, event: dict[str, Any]) -> None:
         await self.send(text_data=event["text"])
 
+    async def token_revoked(self, event: dict[str, Any]) -> None:
+        await self.close(code=4401, reason="the agent token was revoked")
+
     async def disconnect(self, code: int) -> None:
+        if self.workspace_id is not None:
+            await self.channel_layer.group_discard(self.token_group, self.channel_name)
         if self.chat_id is None:
             return
         await self.channel_layer.group_discard(runner_group(self.chat_id), self.channel_name)

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -38,13 +39,26 @@ class Change:
     prompts_changed: bool = False
 
 
-def connect(workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str) -> tuple[Change, int]:
+def token_group(token_id: int) -> str:
+    """The sockets of the runners that use one agent token: told when it is revoked."""
+    return f"token-{token_id}"
+
+
+async def token_revoked(token_id: int) -> None:
+    await get_channel_layer().group_send(token_group(token_id), {"type": "token.revoked"})
+
+
+def connect(
+    workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str, acked: int = 0
+) -> tuple[Change, int]:
     """A runner said hello: make or find its chat, show it online. Returns the change and the
     highest frame seq the chat has applied."""
     with transaction.atomic():
-        chat, _ = Chat.objects.select_for_update().get_or_create(
-            pk=chat_id, defaults={"workspace_id": workspace_id}
-        )
+        chat = Chat.objects.select_for_update().filter(pk=chat_id).first()
+        if chat is None and acked > 0:
+            raise Refused("this chat was deleted on the server")
+        if chat is None:
+            chat = Chat.objects.create(pk=chat_id, workspace_id=workspace_id)
         if chat.workspace_id != workspace_id:
             raise Refused("this chat belongs to another workspace")
         work = Work(chat=chat, limits=Limits.from_settings())

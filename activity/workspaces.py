@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from activity import access, broadcast
+from activity import access, broadcast, presence
 from activity.models import AgentToken, Chat, Membership, Role, Workspace
 
 PAGE = "activity/workspace.html"
@@ -138,6 +138,7 @@ def revoke_token(request: HttpRequest, workspace: Workspace, token_id: int) -> H
     )
     if not revoked:
         raise Invalid(f"The token {token} was already revoked.")
+    async_to_sync(presence.token_revoked)(token.pk)  # runners using it are cut off now
     messages.success(request, f"Revoked the token {token}: runners can no longer connect with it.")
     return redirect("workspace", workspace.slug)
 

@@ -11,6 +11,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.db import connections
 
+from activity import presence
 from activity.models import AgentToken, Chat, Membership, Role, ToolActivity, Workspace
 from koruweb.asgi import application
 from tests import frames
@@ -354,3 +355,28 @@ async def test_an_inbox_socket_hears_of_a_new_prompt_in_its_workspace():
     finally:
         await inbox.disconnect()
         await agent.disconnect()
+
+
+async def test_revoking_a_token_cuts_off_the_runner_that_uses_it():
+    workspace, token = await workspace_with_token()
+    agent = await runner(token, uuid.uuid4())
+    found = await database_sync_to_async(AgentToken.find)(token)
+    assert found is not None
+    await presence.token_revoked(found.pk)
+    closed = await agent.receive_output(timeout=5)
+    assert closed["type"] == "websocket.close" and closed["code"] == 4401
+
+
+async def test_a_runner_resuming_a_deleted_chat_is_refused_rather_than_given_an_empty_one():
+    _, token = await workspace_with_token()
+    chat_id = uuid.uuid4()
+    await (await runner(token, chat_id)).disconnect()
+    await Chat.objects.filter(pk=chat_id).adelete()
+    again = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())]
+    )
+    await again.connect()
+    await again.send_json_to(frames.hello(chat_id, acked=12))
+    closed = await again.receive_output()
+    assert closed["code"] == 4403 and "deleted" in closed["reason"]
+    assert not await Chat.objects.filter(pk=chat_id).aexists()

@@ -64,7 +64,10 @@ class Link:
             except ConnectionClosed as closed:
                 code = closed.rcvd.code if closed.rcvd else None
                 if code in FATAL_CODES:
-                    raise Fatal(FATAL_CODES[code]) from None
+                    reason = closed.rcvd.reason if closed.rcvd else ""
+                    raise Fatal(
+                        f"{FATAL_CODES[code]}: {reason}" if reason else FATAL_CODES[code]
+                    ) from None
                 if self.ever_connected.is_set():
                     say(f"lost the server ({code or 'no close code'}); reconnecting")
             except InvalidStatus as refused:
