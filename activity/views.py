@@ -4,20 +4,33 @@ import uuid
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 
 from activity import access, answers, broadcast, reads
+from activity import runs as runs_list
 from activity.models import Prompt, Role
 
 
 @require_GET
 @login_required
 def runs(request: HttpRequest) -> HttpResponse:
-    chats = access.visible_chats(request.user).order_by("-created_at")[:200]
-    return render(request, "activity/runs.html", {"chats": chats})
+    visible = access.visible_chats(request.user)
+    form = runs_list.RunFilter(request.GET or None, visible)
+    chosen = form.apply(visible) if request.GET else visible
+    page = Paginator(chosen.order_by("-created_at"), runs_list.PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    chats = list(page.object_list)
+    summaries = runs_list.summaries(chats)
+    rows = [(chat, summaries[chat.pk]) for chat in chats]
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"form": form, "page": page, "rows": rows, "query": query.urlencode()}
+    return render(request, "activity/runs.html", context)
 
 
 @require_GET
