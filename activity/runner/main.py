@@ -74,10 +74,11 @@ class Runner:
         self.table.answer(request_id, outcome)
 
     async def run(self) -> int:
-        print(page_url(self.options.server, self.chat_id), flush=True)
         link = asyncio.create_task(self.link.run())
         try:
             await self.wait_for_server(link)
+            # Printed once the server has the chat, so the page is there when it is opened.
+            print(page_url(self.options.server, self.chat_id), flush=True)
             async with self.agent() as (conn, process):
                 self.conn = conn
                 await self.start(conn)
