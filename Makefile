@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
+	scripts/ensure-chromium  # the browser tests drive Debian's Chromium
 	$(BIN)/python -m pytest
 
 test: lint pytest
