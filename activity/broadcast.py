@@ -61,16 +61,20 @@ def render_changes(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
         parts.append(f'<div hx-swap-oob="beforeend:#turns">{turns}</div>')
     parts += [render_to_string(f"{PARTS}#turn-head", {**ctx, "turn": t}) for t in c.turns]
     parts += [render_to_string(f"{PARTS}#reply", {**ctx, "reply": r}) for r in c.replies]
+    # Table parts travel inside a <table> of their own: htmx parses a push in a <template>,
+    # whose parser drops bare <tr>/<tbody> tags that follow other elements.
     by_turn: dict[uuid.UUID, list[str]] = {}
     for row in c.new_rows:
         by_turn.setdefault(row.attempt_id, []).append(
             render_to_string(f"{PARTS}#tool-row", {"row": row})
         )
     parts += [
-        f'<tbody hx-swap-oob="beforeend:#tools-{attempt}">{"".join(rows)}</tbody>'
+        f'<table><tbody hx-swap-oob="beforeend:#tools-{attempt}">{"".join(rows)}</tbody></table>'
         for attempt, rows in by_turn.items()
     ]
-    parts += [render_to_string(f"{PARTS}#tool-row", {**ctx, "row": r}) for r in c.rows]
+    changed = "".join(render_to_string(f"{PARTS}#tool-row", {**ctx, "row": r}) for r in c.rows)
+    if changed:
+        parts.append(f"<table><tbody>{changed}</tbody></table>")
     return "".join(parts), c.version
 
 

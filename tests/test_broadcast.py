@@ -73,13 +73,13 @@ async def test_a_change_to_an_idle_chat_is_pushed_at_once(settings):
 
 
 async def test_fifty_updates_in_one_window_become_one_push_of_the_latest_state(settings):
-    settings.PUSH_WINDOW_MS = 1000  # wide enough that a slow machine cannot split the burst
+    settings.PUSH_WINDOW_MS = 3000  # wide enough that even a loaded machine cannot split it
     chat_id = await new_chat()
     channel = await subscribe(chat_id)
     await apply(chat_id, frames.tool_call(2, "c1", "step 0", status="pending"))
     for n in range(3, 53):
         await apply(chat_id, frames.tool_update(n, "c1", title=f"step {n}"))
-    received = await pushes(channel, quiet=1.5)
+    received = await pushes(channel, quiet=3.5)
     assert len(received) == 2  # the first change at once, the other fifty in one push
     last = received[-1]["content"]
     assert "step 52" in last and "step 51" not in last

@@ -26,7 +26,10 @@
     } catch {
       return skip(event);
     }
-    if (push.to <= shown) return skip(event); // nothing new for this page
+    if (push.to <= shown) {
+      asked = false; // what we asked about has come (or nothing had changed)
+      return skip(event); // nothing new for this page
+    }
     if (push.from !== shown) {
       skip(event); // a gap: a push was missed, or the page is ahead of this one
       if (!asked) ask(event.detail.connection);
