@@ -3,9 +3,6 @@
 Each test drives a real runner socket into a real Daphne child and watches the page in headless
 Chromium. The page must follow the runner live, keep what the person opened open, survive a
 server crash, and catch up on whatever it missed, ending equal to the database.
-
-Known bugs in the app are pinned by ``known_bug()``: the assertions a bug breaks xfail, and once
-the bug is fixed they pass, which fails the test until the ``known_bug()`` around them goes.
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -32,36 +28,6 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "correct horse battery staple"
 RECONNECT_TIMEOUT = 15  # s: the page's socket backs off 0.5 s, 1 s, 2 s … between tries
-
-SCRIPT_RACE = (
-    "templates/activity/chat.html loads htmx and hx-ws with `defer`: htmx, run while the document "
-    "is 'interactive', starts itself with setTimeout, which can fire before hx-ws.js has arrived; "
-    "#live is then never connected and the page is dead until reloaded"
-)
-TABLE_FRAGMENTS = (
-    "activity/broadcast.py render_changes puts <tbody>/<tr> fragments after <section>/<header>/"
-    "<article> ones in one push; htmx parses a push inside <template>, whose parser drops table "
-    "tags once it has seen a non-table element, so those rows are silently lost"
-)
-ASK_STUCK = (
-    "static/koruweb/live.js leaves `asked` true when the answer to its resync brings nothing new "
-    "(it is skipped, so after:message:incoming never resets it); the next gap is then never asked "
-    "about and the page stays stale"
-)
-
-
-@contextmanager
-def known_bug(reason: str, strict: bool = True) -> Iterator[None]:
-    """Wraps the assertions a known app bug breaks: they xfail, the rest of the test counts.
-
-    Strict: once they pass, the test fails, so that this wrapper goes with the bug's fix.
-    """
-    try:
-        yield
-    except AssertionError as error:
-        pytest.xfail(f"known bug: {reason}\n{error}")
-    if strict:
-        pytest.fail(f"this passes now: remove known_bug() (fixed: {reason})")
 
 
 @cache
@@ -324,8 +290,7 @@ def test_after_the_server_is_killed_mid_turn_and_restarted_the_page_ends_equal_t
         ("call_1", "completed"),
         ("call_2", "failed"),
     ]  # every frame applied once, resent or not
-    with known_bug(TABLE_FRAGMENTS, strict=False):  # its catch-up may come in lucky pieces
-        expect_screen_equals_database(page, runner.chat_id, timeout=1_500)
+    expect_screen_equals_database(page, runner.chat_id, timeout=1_500)
 
 
 def test_a_tab_in_the_background_catches_up_on_what_it_missed_when_shown_again(
@@ -405,8 +370,7 @@ def test_a_page_that_lost_a_push_asks_for_what_it_missed(
     expect(page.locator("tr.tool")).to_have_count(0)
 
     runner.send(frames.tool_update(3, "call_1", status="completed"))  # a push with a gap
-    with known_bug(ASK_STUCK):
-        expect_screen_equals_database(page, runner.chat_id, timeout=1_500)
+    expect_screen_equals_database(page, runner.chat_id, timeout=1_500)
 
 
 def test_tool_rows_that_arrive_in_one_push_with_reply_text_are_shown(
@@ -429,8 +393,7 @@ def test_tool_rows_that_arrive_in_one_push_with_reply_text_are_shown(
     set_visibility(page, hidden=False)  # its catch-up is one push with all three changes
     live.connected()
     expect(page.locator(f"#reply-{reply} .markdown")).to_have_text("Reading it now.")
-    with known_bug(TABLE_FRAGMENTS):
-        expect_screen_equals_database(page, runner.chat_id, timeout=1_500)
+    expect_screen_equals_database(page, runner.chat_id, timeout=1_500)
 
 
 def test_a_chat_page_goes_live_even_when_its_websocket_script_arrives_late(
@@ -440,12 +403,12 @@ def test_a_chat_page_goes_live_even_when_its_websocket_script_arrives_late(
         time.sleep(0.5)  # a slow network for this one file
         route.continue_()
 
-    page.route("**/hx-ws-4.0.1.min.js", late)
+    page.route("**/static/vendor/htmax-*.js", late)
+    page.route("**/static/koruweb/live.js", late)
     log_in(page, team.viewer)
     page.goto(f"/chats/{runner.chat_id}/")
     runner.send(frames.turn_started(1, uuid.uuid4(), uuid.uuid4(), title="Live at last"))
-    with known_bug(SCRIPT_RACE):
-        expect(page.locator("#chat-head h1")).to_have_text("Live at last", timeout=1_500)
+    expect(page.locator("#chat-head h1")).to_have_text("Live at last", timeout=1_500)
 
 
 def set_visibility(page: Page, hidden: bool) -> None:
