@@ -82,9 +82,10 @@ class Live:
         )
 
     def disconnected(self) -> None:
-        # The sockets open now; the page's reconnect attempts after them may come and go.
-        was_open = [s for s in self.sockets if not s.closed]
-        self.until("the page's socket closed", lambda: all(s.closed for s in was_open))
+        # The sockets the page talks on now: not those of a page navigated away from (their
+        # close may never be reported), nor reconnect attempts that come and go.
+        talking = [s for s in self.sockets if s.sent and not s.closed]
+        self.until("the page's socket closed", lambda: all(s.closed for s in talking))
 
 
 @pytest.fixture
