@@ -12,6 +12,8 @@ Nothing here uses pytest-asyncio (STACK.md G9).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -59,6 +61,12 @@ def _database_url() -> str:
     raise RuntimeError(f"no browser tests on {db['ENGINE']}")
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL if pytest itself dies, so no server outlives a run (Linux)."""
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -83,16 +91,28 @@ class Server:
             "PYTHONUNBUFFERED": "1",
         }
 
-    def start(self, within: float = 20) -> None:
+    def start(self) -> None:
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
         daphne = Path(sys.executable).with_name("daphne")
         command = [str(daphne), "-b", "127.0.0.1", "-p", str(self.port)]
         command += ["--websocket_timeout", "-1", "koruweb.asgi:application"]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                command, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT
+                command,
+                cwd=BASE_DIR,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
             )
+
+    def wait_ready(self, within: float = 20) -> None:
+        """Until the server answers HTTP; raises with its output if it exits or never does."""
         deadline = time.monotonic() + within
-        while True:
+        while self.process is not None:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited ({self.process.returncode}):\n{self.output}")
             try:
@@ -104,6 +124,7 @@ class Server:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the server did not answer within {within} s:\n{self.output}")
             time.sleep(0.05)
+        raise RuntimeError("the server was not started")
 
     @property
     def running(self) -> bool:
@@ -169,14 +190,15 @@ def browser(async_unsafe: None) -> Iterator[Any]:
         playwright.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def module_server(
     django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    """One server for the module (a start costs a second); always stopped, even after a failure."""
+    """One server for the module (a start costs a second), spawned first so that it boots while
+    the browser launches; always stopped, even after a failure."""
     running = Server(_database_url(), tmp_path_factory.mktemp("daphne") / "daphne.log")
     try:
-        running.start()
+        running.spawn()
         yield running
     finally:
         running.stop()
@@ -184,10 +206,11 @@ def module_server(
 
 @pytest.fixture
 def server(module_server: Server, transactional_db: None) -> Server:
-    """The module's server, on this test's (flushed afterwards) data; started again if a test
+    """The module's server, on this test's data (flushed afterwards); started again if a test
     left it down."""
     if not module_server.running:
-        module_server.start()
+        module_server.spawn()
+    module_server.wait_ready()
     return module_server
 
 
