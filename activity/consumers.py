@@ -251,6 +251,9 @@ class InboxConsumer(Relay):
         self.groups_joined = names
         self.rendering: asyncio.Task[None] | None = None
         self.again = False
+        # What opened or closed between the page's render and joining the groups (or while a
+        # reconnecting socket was away) was announced to nobody: start from a fresh list.
+        await self.inbox_changed({})
 
     async def inbox_changed(self, event: dict[str, Any]) -> None:
         if self.rendering is not None:

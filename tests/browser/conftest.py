@@ -22,7 +22,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -30,6 +31,10 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 from django.db import connections
+
+from activity.models import AgentToken, Role, Workspace
+from tests.browser.helpers import Live, Team, member, watch
+from tests.browser.runner import Runner
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -222,6 +227,48 @@ def page(browser: Any, server: Server) -> Iterator[Any]:
         yield context.new_page()
     finally:
         context.close()
+
+
+@pytest.fixture
+def new_page(browser: Any, server: Server) -> Iterator[Callable[..., Any]]:
+    """More people, each in a browser of their own: ``new_page(**context_options)``, e.g. a
+    phone's ``viewport``, ``is_mobile`` and ``has_touch``."""
+    contexts: list[Any] = []
+
+    def open_page(**options: Any) -> Any:
+        context = browser.new_context(base_url=server.url, **options)
+        contexts.append(context)
+        return context.new_page()
+
+    try:
+        yield open_page
+    finally:
+        for context in contexts:
+            context.close()
+
+
+@pytest.fixture
+def live(page: Any) -> Live:
+    """The chat page's sockets to /ws/chats/, as ``page`` opens them."""
+    return watch(page)
+
+
+@pytest.fixture
+def team() -> Team:
+    """Workspace "acme", its viewer alice, and an agent token for its runner."""
+    workspace = Workspace.objects.create(slug="acme", name="Acme")
+    alice = member(workspace, "alice", Role.VIEWER)
+    _, token = AgentToken.issue(workspace, "laptop")
+    return Team(workspace, alice, token)
+
+
+@pytest.fixture
+def runner(server: Server, team: Team) -> Iterator[Runner]:
+    """A runner connected to the server: its hello created a chat in ``team``'s workspace."""
+    agent = Runner(server.port, team.token, uuid.uuid4())
+    agent.connect()  # the hello creates the chat
+    yield agent
+    agent.close()
 
 
 @pytest.fixture

@@ -127,6 +127,7 @@ class Runner:
         self.acked = 0
         self.unacked: dict[int, dict[str, Any]] = {}
         self.errors: list[dict[str, Any]] = []
+        self.received: list[dict[str, Any]] = []  # what else came while waiting for acks
         self.socket: WebSocket | None = None
 
     def connect(self, within: float = 10) -> int:
@@ -176,6 +177,8 @@ class Runner:
                 self.errors.append(reply)
             elif reply["type"] == "ack":
                 self._acknowledged(reply["seq"])
+            else:
+                self.received.append(reply)
         assert not self.errors, f"the server refused frames: {self.errors}"
 
     def close(self) -> None:

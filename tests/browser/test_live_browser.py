@@ -9,171 +9,29 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import pytest
-from django.contrib.auth.hashers import make_password
-from django.contrib.auth.models import User
-from playwright.sync_api import Page, WebSocket, expect
+from playwright.sync_api import Page, expect
 
-from activity.models import AgentToken, Chat, Membership, Role, ToolActivity, Workspace
+from activity.models import ToolActivity
 from tests import frames
 from tests.browser.conftest import Server
+from tests.browser.helpers import (
+    RECONNECT_TIMEOUT,
+    Live,
+    Team,
+    badge,
+    expect_screen_equals_database,
+    log_in,
+    open_chat,
+    reload_marker,
+    row_of,
+    set_visibility,
+)
 from tests.browser.runner import Runner
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-PASSWORD = "correct horse battery staple"
-RECONNECT_TIMEOUT = 15  # s: the page's socket backs off 0.5 s, 1 s, 2 s … between tries
-
-
-@cache
-def password_hash() -> str:
-    return make_password(PASSWORD)  # hashed once: PBKDF2 is slow on purpose
-
-
-# --- the page's live socket ------------------------------------------------------------------
-
-
-@dataclass
-class Socket:
-    ws: WebSocket
-    received: list[str] = field(default_factory=list)
-    sent: list[str] = field(default_factory=list)
-    closed: bool = False
-
-
-@dataclass
-class Live:
-    """The chat page's sockets to /ws/chats/, as the browser opened them."""
-
-    page: Page
-    sockets: list[Socket] = field(default_factory=list)
-
-    def watch(self, ws: WebSocket) -> None:
-        if "/ws/chats/" not in ws.url:
-            return
-        socket = Socket(ws)
-        ws.on("framereceived", lambda payload: socket.received.append(str(payload)))
-        ws.on("framesent", lambda payload: socket.sent.append(str(payload)))
-        ws.on("close", lambda _: setattr(socket, "closed", True))
-        self.sockets.append(socket)
-
-    def until(self, what: str, ready: Callable[[], bool], timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting until {what}; sockets: {self.sockets}")
-            self.page.wait_for_timeout(25)  # lets Playwright deliver its events
-
-    def connected(self, timeout: float = 10) -> None:
-        """Until an open socket has answered the page's resync: it is in the chat's group."""
-        self.until(
-            "the page's socket is live",
-            lambda: (
-                bool(self.sockets)
-                and not self.sockets[-1].closed
-                and bool(self.sockets[-1].received)
-            ),
-            timeout,
-        )
-
-    def disconnected(self) -> None:
-        # The sockets the page talks on now: not those of a page navigated away from (their
-        # close may never be reported), nor reconnect attempts that come and go.
-        talking = [s for s in self.sockets if s.sent and not s.closed]
-        self.until("the page's socket closed", lambda: all(s.closed for s in talking))
-
-
-@pytest.fixture
-def live(page: Page) -> Live:
-    watcher = Live(page)
-    page.on("websocket", watcher.watch)
-    return watcher
-
-
-# --- the people and the runner ---------------------------------------------------------------
-
-
-@dataclass
-class Team:
-    workspace: Workspace
-    viewer: User
-    token: str
-
-
-@pytest.fixture
-def team() -> Team:
-    workspace = Workspace.objects.create(slug="acme", name="Acme")
-    alice = User.objects.create(username="alice", password=password_hash())
-    Membership.objects.create(workspace=workspace, user=alice, role=Role.VIEWER)
-    _, token = AgentToken.issue(workspace, "laptop")
-    return Team(workspace, alice, token)
-
-
-@pytest.fixture
-def runner(server: Server, team: Team) -> Iterator[Runner]:
-    agent = Runner(server.port, team.token, uuid.uuid4())
-    agent.connect()  # the hello creates the chat
-    yield agent
-    agent.close()
-
-
-def log_in(page: Page, user: User, then: str = "/") -> None:
-    """Through the real login page, then on to ``then``."""
-    page.goto(f"/accounts/login/?next={then}")
-    page.get_by_label("Username").fill(user.username)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("button", name="Log out")).to_be_visible()
-
-
-def open_chat(page: Page, live: Live, chat_id: uuid.UUID) -> None:
-    """Open the chat page and wait until it is live: socket open, its resync answered."""
-    if not page.url.endswith(f"/chats/{chat_id}/"):
-        page.goto(f"/chats/{chat_id}/")
-    for reloads in range(3):
-        try:  # a live page asks at once, on its socket, for what changed since it was rendered
-            live.until("the page asked", lambda: bool(live.sockets and live.sockets[-1].sent), 1)
-            break
-        except AssertionError:
-            if reloads == 2:
-                raise
-            page.reload()  # SCRIPT_RACE: the page came up dead; its own test pins that bug
-    live.connected()
-
-
-def badge(page: Page, row: ToolActivity) -> Any:
-    return page.locator(f"#tool-{row.id} td.status .badge")
-
-
-def row_of(runner: Runner, call_id: str) -> ToolActivity:
-    return ToolActivity.objects.get(chat_id=runner.chat_id, tool_call_id=call_id)
-
-
-def expect_screen_equals_database(page: Page, chat_id: uuid.UUID, timeout: float = 5_000) -> None:
-    """Every tool row the database has, in order, with its status; nothing else; same version."""
-    chat = Chat.objects.get(pk=chat_id)
-    rows = list(ToolActivity.objects.filter(chat_id=chat_id).order_by("position"))
-    expect(page.locator("#live")).to_have_attribute(
-        "data-version", str(chat.version), timeout=timeout
-    )
-    expect(page.locator("tr.tool")).to_have_count(len(rows), timeout=timeout)
-    for row in rows:
-        expect(badge(page, row)).to_have_text(row.get_status_display(), timeout=timeout)
-    shown = page.locator("tr.tool").evaluate_all(
-        "rows => rows.map(r => [r.id, r.querySelector('td.status .badge').textContent.trim()])"
-    )
-    assert shown == [[f"tool-{r.id}", r.get_status_display()] for r in rows]
-
-
-def reload_marker(page: Page) -> Callable[[], bool]:
-    """Marks the document; the returned check is false once the page was reloaded."""
-    page.evaluate("() => { document.body.dataset.sameDocument = 'yes' }")
-    return lambda: page.evaluate("() => document.body.dataset.sameDocument === 'yes'")
 
 
 # --- the tests -------------------------------------------------------------------------------
@@ -412,16 +270,3 @@ def test_a_chat_page_goes_live_even_when_its_websocket_script_arrives_late(
     page.goto(f"/chats/{runner.chat_id}/")
     runner.send(frames.turn_started(1, uuid.uuid4(), uuid.uuid4(), title="Live at last"))
     expect(page.locator("#chat-head h1")).to_have_text("Live at last", timeout=1_500)
-
-
-def set_visibility(page: Page, hidden: bool) -> None:
-    """What switching to another tab and back does to a page (headless pages stay visible)."""
-    page.evaluate(
-        """(hidden) => {
-          Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
-          Object.defineProperty(document, "visibilityState",
-            {configurable: true, get: () => hidden ? "hidden" : "visible"});
-          document.dispatchEvent(new Event("visibilitychange"));
-        }""",
-        hidden,
-    )

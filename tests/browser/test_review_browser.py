@@ -1,0 +1,109 @@
+"""What a team reviewing a run in a real browser relies on: links to a row, and comments.
+
+A permalink (``/chats/<id>/#tool-<uuid>``) is what people paste to each other: it must land on
+its row and show which one it is, even when the row is too old to be on the live page. A
+comment is for the others: it must reach their open pages without a reload.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from activity.models import Role
+from activity.reads import LIVE_ROWS
+from tests import frames
+from tests.browser.helpers import (
+    Live,
+    Team,
+    member,
+    open_chat,
+    reload_marker,
+    row_of,
+    sign_in,
+    watch,
+)
+from tests.browser.runner import Runner
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+HIGHLIGHTED = re.compile(r"(^|\s)highlight(\s|$)")
+HIGHLIGHT_BACKGROUND = "rgb(255, 243, 196)"  # koruweb.css: tr.highlight, tr:target
+
+
+def calls(runner: Runner, count: int) -> None:
+    """A turn of ``count`` finished calls, ``call_1`` first."""
+    runner.send(
+        frames.turn_started(1, uuid.uuid4(), uuid.uuid4()),
+        *(
+            frames.tool_call(
+                n + 2, f"call_{n + 1}", f"Read src/module_{n + 1}.py", kind="read",
+                status="completed",
+            )
+            for n in range(count)
+        ),
+    )  # fmt: skip
+
+
+def test_a_permalink_scrolls_to_its_row_and_highlights_it(page: Page, team: Team, runner: Runner):
+    calls(runner, 60)  # a page much taller than the window
+    target = row_of(runner, "call_45")
+    sign_in(page, team.viewer)
+    page.goto(f"/chats/{runner.chat_id}/#tool-{target.id}")
+
+    row = page.locator(f"#tool-{target.id}")
+    expect(row).to_have_class(HIGHLIGHTED)
+    expect(row).to_have_css("background-color", HIGHLIGHT_BACKGROUND)
+    expect(row).to_be_in_viewport()
+    expect(page.locator("tr.highlight")).to_have_count(1)
+    assert page.evaluate("() => window.scrollY") > 0
+
+
+def test_a_permalink_to_a_row_no_longer_on_the_live_page_opens_the_turn_at_that_row(
+    page: Page, team: Team, runner: Runner
+):
+    calls(runner, LIVE_ROWS + 5)  # the live page shows only the latest LIVE_ROWS calls
+    old = row_of(runner, "call_2")
+    sign_in(page, team.viewer)
+    page.goto(f"/chats/{runner.chat_id}/#tool-{old.id}")
+
+    expect(page).to_have_url(re.compile(rf"/chats/{runner.chat_id}/turns/[^/]+/\?page=1#tool-"))
+    row = page.locator(f"#tool-{old.id}")
+    expect(row).to_have_class(HIGHLIGHTED)
+    expect(row).to_be_in_viewport()
+
+
+def test_a_comment_posted_in_one_browser_appears_live_in_another_without_a_reload(
+    page: Page, live: Live, new_page: Callable[..., Page], team: Team, runner: Runner
+):
+    calls(runner, 3)
+    target = row_of(runner, "call_2")
+    sign_in(page, member(team.workspace, "bob", Role.APPROVER))
+    page.goto(f"/chats/{runner.chat_id}/#tool-{target.id}")  # bob followed a permalink
+    open_chat(page, live, runner.chat_id)
+    bobs_document = reload_marker(page)
+
+    alice = new_page()
+    sign_in(alice, team.viewer)  # a viewer may comment: review is for every member
+    open_chat(alice, watch(alice), runner.chat_id)
+    box = alice.locator(f"#comments-{target.id}")
+    box.get_by_text("Comment", exact=True).click()
+    box.get_by_label("Comment on this call").fill("Why read <module_2> twice?\nSee the plan.")
+    box.get_by_role("button", name="Add comment").click()
+
+    for viewer in (page, alice):
+        comment = viewer.locator(f"#comments-{target.id} .comment")
+        expect(comment).to_have_count(1)
+        expect(comment.locator("strong")).to_have_text("alice")
+        expect(comment).to_contain_text("Why read <module_2> twice?")  # text, not markup
+        expect(viewer.locator(f"#comments-{target.id} summary")).to_have_text("Comment (1)")
+    expect(page.locator(".comment")).to_have_count(1)  # on that row only
+    expect(box.get_by_label("Comment on this call")).to_have_value("")  # sent, so cleared
+    expect(page.locator(f"#tool-{target.id}")).to_have_css(  # bob still sees which row
+        "background-color", HIGHLIGHT_BACKGROUND
+    )
+    assert bobs_document(), "bob's page was reloaded"
