@@ -169,14 +169,8 @@ def open_chat(page: Page, live: Live, chat_id: uuid.UUID) -> None:
     """Open the chat page and wait until it is live: socket open, its resync answered."""
     if not page.url.split("#")[0].endswith(f"/chats/{chat_id}/"):
         page.goto(f"/chats/{chat_id}/")
-    for reloads in range(3):
-        try:  # a live page asks at once, on its socket, for what changed since it was rendered
-            live.until("the page asked", lambda: bool(live.sockets and live.sockets[-1].sent), 1)
-            break
-        except AssertionError:
-            if reloads == 2:
-                raise
-            page.reload()  # SCRIPT_RACE: the page came up dead; its own test pins that bug
+    # A live page asks at once, on its socket, for what changed since it was rendered.
+    live.until("the page asked", lambda: bool(live.sockets and live.sockets[-1].sent))
     live.connected()
 
 
