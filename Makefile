@@ -31,3 +31,8 @@ test: lint pytest
 
 clean:
 	rm -rf $(VENV) var
+
+# The live path under load against a bare websockets server (bench/README.md). Not in `make test`.
+.PHONY: bench
+bench: $(STAMP)
+	$(BIN)/python bench/live.py $(BENCH_ARGS)
