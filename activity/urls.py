@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from activity import review, views, workspaces
+from activity import review, search_views, views, workspaces
 
 urlpatterns = [
     path("", views.runs, name="runs"),
@@ -13,6 +13,7 @@ urlpatterns = [
     path("tools/<uuid:tool_id>/", review.tool, name="tool"),
     path("tools/<uuid:tool_id>/comments", review.comment, name="comment"),
     path("inbox/", views.inbox, name="inbox"),
+    path("search/", search_views.search, name="search"),
     path("prompts/<uuid:prompt_id>/answer", views.answer, name="answer"),
     path("chats/<uuid:chat_id>/delete", workspaces.delete_run, name="delete-run"),
     path("workspaces/", workspaces.workspaces, name="workspaces"),
