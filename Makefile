@@ -4,6 +4,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# `make test` also runs the search tests here; pytest-django creates and drops test_koruweb.
+PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/koruweb
 
 .PHONY: run test setup lint pytest clean
 
@@ -26,6 +28,8 @@ lint: $(STAMP)
 pytest: $(STAMP)
 	scripts/ensure-chromium  # the browser tests drive Debian's Chromium
 	$(BIN)/python -m pytest
+	@$(BIN)/python scripts/need-postgres '$(PG_TEST_URL)'
+	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest tests/test_search.py -p no:cacheprovider
 
 test: lint pytest
 
