@@ -4,8 +4,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 HOST ?= 127.0.0.1
 PORT ?= 8000
-# `make test` also runs the search tests here; pytest-django creates and drops test_koruweb.
+# `make test` also runs the suite on PostgreSQL (pytest-django creates and drops test_koruweb)
+# and the integration tests over Redis, as team mode does.
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/koruweb
+KORUWEB_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+export KORUWEB_TEST_REDIS_URL
 
 .PHONY: run test setup lint pytest clean
 
@@ -27,9 +30,10 @@ lint: $(STAMP)
 
 pytest: $(STAMP)
 	scripts/ensure-chromium  # the browser tests drive Debian's Chromium
+	@$(BIN)/python scripts/need-services '$(PG_TEST_URL)' '$(KORUWEB_TEST_REDIS_URL)'
 	$(BIN)/python -m pytest
-	@$(BIN)/python scripts/need-postgres '$(PG_TEST_URL)'
-	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest tests/test_search.py -p no:cacheprovider
+	# Team mode: everything but the browser tests again, on PostgreSQL.
+	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest --ignore=tests/browser
 
 test: lint pytest
 

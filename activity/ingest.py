@@ -70,7 +70,7 @@ def ingest(chat_id: uuid.UUID, frames: list[NumberedFrame | tuple[int, str]]) ->
     limits = Limits.from_settings()
     with transaction.atomic():
         chat = (
-            Chat.objects.select_for_update()
+            Chat.objects.select_for_update(of=("self",))  # PostgreSQL locks no outer-joined row
             .select_related("current_attempt__reply")
             .get(pk=chat_id)
         )

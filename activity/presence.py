@@ -97,7 +97,11 @@ def sweep(now: float | None = None) -> list[Change]:
 
 def abandon(chat_id: uuid.UUID, at: int) -> Change | None:
     with transaction.atomic():
-        chat = Chat.objects.select_for_update().select_related("current_attempt").get(pk=chat_id)
+        chat = (
+            Chat.objects.select_for_update(of=("self",))
+            .select_related("current_attempt")
+            .get(pk=chat_id)
+        )
         attempt = chat.current_attempt
         if chat.runner_connected or attempt is None or attempt.ended_at is not None:
             return None  # it came back, or the turn ended meanwhile

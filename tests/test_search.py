@@ -457,11 +457,6 @@ def question(seq: int, call_id: str, message: str) -> dict:
     )
 
 
-@pytest.mark.xfail(
-    connection.vendor == "postgresql",
-    reason="ingest's Chat.select_for_update() with select_related('current_attempt__reply') "
-    "fails on PostgreSQL: FOR UPDATE cannot be applied to the nullable side of an outer join",
-)
 def test_what_the_runner_sends_is_found(alice, acme):
     change, _ = presence.connect(acme.pk, uuid.uuid4(), "runner")
     attempt, reply = uuid.uuid4(), uuid.uuid4()
