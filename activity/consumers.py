@@ -133,6 +133,7 @@ class AgentConsumer(Relay):
             await self.close(code=4403, reason=str(refused))
             return
         self.chat_id = hello.chat_id
+        self.heartbeat = asyncio.get_running_loop().create_task(self.beat(hello.chat_id))
         await self.channel_layer.group_add(runner_group(hello.chat_id), self.channel_name)
         await self.send_frame(Ack(seq=last_seq))  # what the server has; the runner resends the rest
         await broadcast.changed(change.chat_id, change.since, change.version)
@@ -172,6 +173,12 @@ class AgentConsumer(Relay):
     async def runner_answer(self, event: dict[str, Any]) -> None:
         await self.send(text_data=event["text"])
 
+    async def beat(self, chat_id: uuid.UUID) -> None:
+        """Say the runner is here, so a chat whose server died does not look live forever."""
+        while True:
+            await asyncio.sleep(presence.HEARTBEAT_SECONDS)
+            await database_sync_to_async(presence.alive)(chat_id, self.channel_name)
+
     async def token_revoked(self, event: dict[str, Any]) -> None:
         await self.close(code=4401, reason="the agent token was revoked")
 
@@ -180,6 +187,7 @@ class AgentConsumer(Relay):
             await self.channel_layer.group_discard(self.token_group, self.channel_name)
         if self.chat_id is None:
             return
+        self.heartbeat.cancel()
         await self.channel_layer.group_discard(runner_group(self.chat_id), self.channel_name)
         change = await database_sync_to_async(presence.disconnect)(self.chat_id, self.channel_name)
         if change is not None:

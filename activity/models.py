@@ -72,6 +72,9 @@ class Chat(models.Model):
     runner_connected = models.BooleanField(default=False)
     runner_left_at = models.DateTimeField(null=True, blank=True)
     runner_channel = models.CharField(max_length=200, blank=True)  # the latest runner socket
+    # The runner's socket says it is alive every HEARTBEAT_SECONDS; a server that died cannot
+    # say it has gone, so silence past the grace period counts as gone.
+    runner_seen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -24,6 +24,7 @@ from activity.models import Chat
 from activity.work import Work, write
 
 RUNNER_LOST = "runner_lost"
+HEARTBEAT_SECONDS = 15
 
 
 class Refused(Exception):
@@ -64,35 +65,51 @@ def connect(
         work = Work(chat=chat, limits=Limits.from_settings())
         since = chat.version
         chat.runner_connected, chat.runner_left_at, chat.runner_channel = True, None, channel
-        work.touch_meta("runner_connected", "runner_left_at", "runner_channel")
+        chat.runner_seen_at = timezone.now()
+        work.touch_meta("runner_connected", "runner_left_at", "runner_channel", "runner_seen_at")
         write(work, since)
         return Change(chat.pk, since, chat.version, chat.workspace_id), chat.last_seq
 
 
-def disconnect(chat_id: uuid.UUID, channel: str) -> Change | None:
+def alive(chat_id: uuid.UUID, channel: str) -> None:
+    """The runner's socket is still up (its heartbeat)."""
+    Chat.objects.filter(pk=chat_id, runner_channel=channel).update(runner_seen_at=timezone.now())
+
+
+def disconnect(chat_id: uuid.UUID, channel: str, left_at: datetime | None = None) -> Change | None:
     """A runner's socket closed. Only the latest socket of a chat decides its presence."""
     with transaction.atomic():
         chat = Chat.objects.select_for_update().filter(pk=chat_id).first()
-        if chat is None or chat.runner_channel != channel:
+        if chat is None or chat.runner_channel != channel or not chat.runner_connected:
             return None
         work = Work(chat=chat, limits=Limits.from_settings())
         since = chat.version
-        chat.runner_connected, chat.runner_left_at = False, timezone.now()
+        chat.runner_connected, chat.runner_left_at = False, left_at or timezone.now()
         work.touch_meta("runner_connected", "runner_left_at")
         write(work, since)
         return Change(chat.pk, since, chat.version, chat.workspace_id)
 
 
 def sweep(now: float | None = None) -> list[Change]:
-    """End the running turns of runners gone for longer than the grace period."""
+    """Mark silent runners gone; end the running turns of runners gone past the grace period."""
     now = time.time() if now is None else now
     cutoff = datetime.fromtimestamp(now, tz=UTC) - timedelta(seconds=settings.RUNNER_GRACE_SECONDS)
+    silent = Chat.objects.filter(
+        runner_connected=True,
+        runner_seen_at__lt=datetime.fromtimestamp(now, tz=UTC) - timedelta(seconds=grace_silence()),
+    ).values_list("pk", "runner_channel", "runner_seen_at")
+    changes = [c for pk, channel, seen in silent if (c := disconnect(pk, channel, seen))]
     stale = Chat.objects.filter(
         runner_connected=False,
         runner_left_at__lt=cutoff,
         current_attempt__ended_at__isnull=True,
     ).values_list("pk", flat=True)
-    return [change for pk in stale if (change := abandon(pk, int(now * 1000)))]
+    return changes + [change for pk in stale if (change := abandon(pk, int(now * 1000)))]
+
+
+def grace_silence() -> float:
+    """How long a connected runner may say nothing before it counts as gone (a dead server)."""
+    return max(settings.RUNNER_GRACE_SECONDS, 3 * HEARTBEAT_SECONDS)
 
 
 def abandon(chat_id: uuid.UUID, at: int) -> Change | None:

@@ -188,3 +188,29 @@ def test_the_runners_cancel_cancels_unfinished_calls_before_the_agent_reports_th
     )
     row = ToolActivity.objects.get(chat=chat)
     assert (row.status, row.error_code) == ("failed", "cancelled")
+
+
+def test_a_runner_whose_server_died_is_marked_gone_once_silent_and_its_turn_then_ends(
+    chat, settings
+):
+    settings.RUNNER_GRACE_SECONDS = 60
+    start(chat)
+    seen = Chat.objects.get(pk=chat.pk).runner_seen_at
+    assert seen is not None  # no disconnect ever comes: the server died with the socket
+    silence = presence.grace_silence()
+    assert presence.sweep(now=seen.timestamp() + silence - 1) == []
+    presence.sweep(now=seen.timestamp() + silence + 1)
+    chat.refresh_from_db()
+    assert not chat.runner_connected and chat.runner_left_at == seen  # gone since it fell silent
+    assert chat.current_attempt.stop_reason == "runner_lost"  # and that was a grace period ago
+
+
+def test_a_heartbeat_keeps_a_quiet_runner_connected(chat, settings):
+    settings.RUNNER_GRACE_SECONDS = 60
+    before = Chat.objects.get(pk=chat.pk).runner_seen_at
+    assert before is not None
+    presence.alive(chat.pk, "runner-channel")
+    after = Chat.objects.get(pk=chat.pk).runner_seen_at
+    assert after is not None and after >= before
+    assert presence.sweep(now=after.timestamp() + presence.grace_silence() - 1) == []
+    assert Chat.objects.get(pk=chat.pk).runner_connected
