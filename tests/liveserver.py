@@ -7,6 +7,8 @@ use the Redis channel layer, so the test process can reach the child's sockets t
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -59,6 +61,12 @@ def child_env(**extra: str) -> dict[str, str]:
     }
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL if pytest itself dies, so no server outlives a run (Linux)."""
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class Server:
     """``daphne koruweb.asgi:application`` in a child process, on a fixed port."""
 
@@ -68,23 +76,35 @@ class Server:
         self.ws_url = f"ws://127.0.0.1:{self.port}"
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
-        extra = {"DATABASE_URL": database_url()}
+        extra = {"DATABASE_URL": database_url(), "PYTHONPATH": str(BASE_DIR)}
         if redis:
             extra["REDIS_URL"] = REDIS_URL
         if grace is not None:
             extra["RUNNER_GRACE_SECONDS"] = str(grace)
         self.env = child_env(**extra)
 
-    def start(self, within: float = 20) -> None:
+    def start(self) -> None:
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
         daphne = Path(sys.executable).with_name("daphne")
         command = [str(daphne), "-b", "127.0.0.1", "-p", str(self.port)]
         command += ["--websocket_timeout", "-1", "koruweb.asgi:application"]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                command, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT
+                command,
+                cwd=BASE_DIR,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
             )
+
+    def wait_ready(self, within: float = 20) -> None:
+        """Until the server answers HTTP; raises with its output if it exits or never does."""
         deadline = time.monotonic() + within
-        while True:
+        while self.process is not None:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited ({self.process.returncode}):\n{self.output}")
             try:
@@ -96,6 +116,11 @@ class Server:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the server did not answer within {within} s:\n{self.output}")
             time.sleep(0.05)
+        raise RuntimeError("the server was not started")
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def kill(self) -> None:
         """SIGKILL: no close frames, no cleanup, as when a machine dies."""

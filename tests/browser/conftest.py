@@ -12,29 +12,18 @@ Nothing here uses pytest-asyncio (STACK.md G9).
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
-from django.conf import settings
-from django.db import connections
 
 from activity.models import AgentToken, Role, Workspace
 from tests.browser.helpers import Live, Team, member, watch
 from tests.browser.runner import Runner
+from tests.liveserver import Server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -46,115 +35,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-BASE_DIR = Path(__file__).resolve().parents[2]
-
-
-def _database_url() -> str:
-    """The URL of the test database this process uses, for the child server."""
-    db = connections["default"].settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        name = str(db["NAME"])
-        if name == ":memory:" or "mode=memory" in name:
-            raise RuntimeError(f"the test database is in memory ({name}); a child cannot open it")
-        return f"sqlite:///{name}"
-    if db["ENGINE"] == "django.db.backends.postgresql":
-        auth = quote(db["USER"] or "", safe="")
-        if db.get("PASSWORD"):
-            auth += ":" + quote(db["PASSWORD"], safe="")
-        host = f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
-        return f"postgres://{auth}@{host}/{db['NAME']}"
-    raise RuntimeError(f"no browser tests on {db['ENGINE']}")
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL if pytest itself dies, so no server outlives a run (Linux)."""
-    with contextlib.suppress(AttributeError, OSError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """``daphne koruweb.asgi:application`` in a child process, on a fixed port."""
-
-    def __init__(self, database_url: str, log: Path) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        self.process: subprocess.Popen[bytes] | None = None
-        env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-        self.env = {
-            **env,
-            "DJANGO_SETTINGS_MODULE": "koruweb.settings",
-            "DATABASE_URL": database_url,
-            "SECRET_KEY": settings.SECRET_KEY,
-            "PYTHONPATH": str(BASE_DIR),  # this checkout's code, whatever is installed
-            "PYTHONUNBUFFERED": "1",
-        }
-
-    def start(self) -> None:
-        self.spawn()
-        self.wait_ready()
-
-    def spawn(self) -> None:
-        daphne = Path(sys.executable).with_name("daphne")
-        command = [str(daphne), "-b", "127.0.0.1", "-p", str(self.port)]
-        command += ["--websocket_timeout", "-1", "koruweb.asgi:application"]
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=BASE_DIR,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )
-
-    def wait_ready(self, within: float = 20) -> None:
-        """Until the server answers HTTP; raises with its output if it exits or never does."""
-        deadline = time.monotonic() + within
-        while self.process is not None:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited ({self.process.returncode}):\n{self.output}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not answer within {within} s:\n{self.output}")
-            time.sleep(0.05)
-        raise RuntimeError("the server was not started")
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL: no close frames, no cleanup, as when a machine dies."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-        self.process = None
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self.process = None
-
-    @property
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +81,7 @@ def module_server(
 ) -> Iterator[Server]:
     """One server for the module (a start costs a second), spawned first so that it boots while
     the browser launches; always stopped, even after a failure."""
-    running = Server(_database_url(), tmp_path_factory.mktemp("daphne") / "daphne.log")
+    running = Server(tmp_path_factory.mktemp("daphne") / "daphne.log")
     try:
         running.spawn()
         yield running

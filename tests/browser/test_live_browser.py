@@ -16,7 +16,6 @@ from playwright.sync_api import Page, expect
 
 from activity.models import ToolActivity
 from tests import frames
-from tests.browser.conftest import Server
 from tests.browser.helpers import (
     RECONNECT_TIMEOUT,
     Live,
@@ -30,6 +29,7 @@ from tests.browser.helpers import (
     set_visibility,
 )
 from tests.browser.runner import Runner
+from tests.liveserver import Server
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
