@@ -116,6 +116,13 @@ def _database(url: str) -> dict[str, Any]:
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
         }
+        # Keep each thread's connection (bench/README.md): the live path's database work runs
+        # on one thread, and reopening it for every call cost a connect, the pragmas and, as
+        # the last connection closed, a WAL checkpoint. Under ASGI each HTTP request has a
+        # thread of its own; the connection it leaves is closed when the garbage collector
+        # reclaims it (a few dozen at most were seen open), and SQLite has no server whose
+        # connection slots could run out.
+        config["CONN_MAX_AGE"] = None
         if config["NAME"] != ":memory:":
             Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     elif engine == "django.db.backends.postgresql":
