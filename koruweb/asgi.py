@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -20,3 +21,12 @@ application = ProtocolTypeRouter(
         "websocket": URLRouter(websocket_urlpatterns),
     }
 )
+
+# What start-up made (Django, the app registry, the partials every push renders) lives as long
+# as the process. Frozen, it is never walked again by a full collection, which otherwise paused
+# the server ~65 ms every few seconds under load (bench/README.md).
+from django.template.loader import get_template  # noqa: E402
+
+get_template("activity/parts.html")
+gc.collect()
+gc.freeze()
