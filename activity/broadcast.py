@@ -4,6 +4,10 @@ Group ``chat-<chat id>`` receives ``{"type": "chat.push", "text": <JSON>}`` wher
 ``{"from": S, "to": T, "content": <HTML fragments>}``: the out-of-band fragments bring a page that
 shows version S to version T. A page that shows anything but S asks for a resync instead.
 
+The group's members are rooms, not sockets: a process's viewers of a chat share one ``Room``,
+whose channel receives each push once and hands it to every viewer there in turn. A push then
+crosses the channel layer once per process, not once per viewer (bench/README.md).
+
 Each change is announced with ``changed(chat_id, since, version)`` after its commit. A chat's
 ``Pusher`` pushes at once when it is idle; while pushes are going out faster than one per
 ``PUSH_WINDOW_MS``, it waits for the window to end and sends everything that changed meanwhile
@@ -16,6 +20,7 @@ import asyncio
 import json
 import logging
 import uuid
+from typing import Protocol
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
@@ -132,6 +137,82 @@ class Pusher:
 
 
 _pushers: dict[uuid.UUID, Pusher] = {}
+
+
+class Viewer(Protocol):
+    async def deliver(self, text: str) -> None: ...
+
+
+class Room:
+    """This process's viewers of one chat, behind one member of the chat's group."""
+
+    def __init__(self, chat_id: uuid.UUID) -> None:
+        self.chat_id = chat_id
+        self.viewers: set[Viewer] = set()
+        self.channel = ""
+        self.ready = asyncio.Event()  # the channel has joined the group
+        self.task: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        layer = get_channel_layer()
+        self.channel = await layer.new_channel()
+        await layer.group_add(group(self.chat_id), self.channel)
+        self.task = asyncio.get_running_loop().create_task(self.run())
+        self.ready.set()
+
+    async def run(self) -> None:
+        layer = get_channel_layer()
+        while True:
+            try:
+                event = await layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the room of chat %s could not receive", self.chat_id)
+                await asyncio.sleep(1)
+                continue
+            if event.get("type") == "chat.push":
+                await self.hand_on(event["text"])
+
+    async def hand_on(self, text: str) -> None:
+        for viewer in list(self.viewers):
+            try:
+                await viewer.deliver(text)
+            except Exception:
+                log.exception("a push to a viewer of chat %s failed", self.chat_id)
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        if self.channel:
+            await get_channel_layer().group_discard(group(self.chat_id), self.channel)
+
+
+_rooms: dict[uuid.UUID, Room] = {}
+
+
+async def join(chat_id: uuid.UUID, viewer: Viewer) -> None:
+    """Add a viewer to its chat's room here; every push to the chat reaches it from now on."""
+    room = _rooms.get(chat_id)
+    if room is None:
+        room = _rooms[chat_id] = Room(chat_id)
+        room.viewers.add(viewer)
+        await room.open()
+        return
+    room.viewers.add(viewer)
+    await room.ready.wait()
+    # Joining again refreshes the membership, which a group keeps for group_expiry only.
+    await get_channel_layer().group_add(group(chat_id), room.channel)
+
+
+async def leave(chat_id: uuid.UUID, viewer: Viewer) -> None:
+    room = _rooms.get(chat_id)
+    if room is None:
+        return
+    room.viewers.discard(viewer)
+    if not room.viewers:
+        del _rooms[chat_id]  # a viewer joining meanwhile opens a new room
+        await room.close()
 
 
 async def changed(chat_id: uuid.UUID, since: int, version: int) -> None:

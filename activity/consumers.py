@@ -196,6 +196,7 @@ class AgentConsumer(Relay):
 
 class ViewerConsumer(Relay):
     chat_id: uuid.UUID | None = None
+    held: list[str] | None = None  # pushes that came while a catch-up was being rendered
 
     async def connect(self) -> None:
         await self.accept()
@@ -208,7 +209,7 @@ class ViewerConsumer(Relay):
             await self.close(code=4403, reason="you cannot see this chat")
             return
         self.chat_id = chat_id
-        await self.channel_layer.group_add(broadcast.group(chat_id), self.channel_name)
+        await broadcast.join(chat_id, self)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page says which version it shows; it gets exactly what changed since."""
@@ -220,15 +221,27 @@ class ViewerConsumer(Relay):
             return  # not a resync request: nothing else is taken from a browser here
         if not isinstance(since, int) or isinstance(since, bool) or since < 0:
             return
-        html, version = await database_sync_to_async(broadcast.render_changes)(self.chat_id, since)
-        await self.send(text_data=broadcast.push_text(since, max(version, since), html))
+        self.held = []  # pushes wait until the catch-up is out, so the page sees them in order
+        try:
+            html, version = await database_sync_to_async(broadcast.render_changes)(
+                self.chat_id, since
+            )
+            await self.send(text_data=broadcast.push_text(since, max(version, since), html))
+        finally:
+            held, self.held = self.held, None
+            for text in held:
+                await self.send(text_data=text)
 
-    async def chat_push(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=event["text"])
+    async def deliver(self, text: str) -> None:
+        """A push, handed on by this chat's room in this process."""
+        if self.held is not None:
+            self.held.append(text)
+        else:
+            await self.send(text_data=text)
 
     async def disconnect(self, code: int) -> None:
         if self.chat_id is not None:
-            await self.channel_layer.group_discard(broadcast.group(self.chat_id), self.channel_name)
+            await broadcast.leave(self.chat_id, self)
 
 
 def render_inbox(user: Any) -> str:

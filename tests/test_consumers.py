@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.db import connections
@@ -271,6 +272,71 @@ async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version():
     finally:
         await watch.disconnect()
         await agent.disconnect()
+
+
+async def test_viewers_in_one_process_share_one_member_of_the_chats_group():
+    from channels.layers import InMemoryChannelLayer
+
+    from activity import broadcast
+
+    layer = get_channel_layer()
+    if not isinstance(layer, InMemoryChannelLayer):
+        pytest.skip("reads the in-memory layer's groups")
+    workspace, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    agent = await runner(token, chat_id)
+    alice = await member(workspace, "alice")
+    watchers = [await viewer(alice, chat_id) for _ in range(3)]
+    try:
+        for watch in watchers:
+            assert (await watch.connect())[0]
+            await watch.send_json_to({"since": 0})
+            await watch.receive_json_from(timeout=5)
+        assert len(layer.groups[broadcast.group(chat_id)]) == 1
+        await send_all(agent, *opening(attempt, reply))
+        for watch in watchers:  # every viewer gets every push
+            content = ""
+            while "Read README.md" not in content:
+                content = (await watch.receive_json_from(timeout=5))["content"]
+    finally:
+        for watch in watchers:
+            await watch.disconnect()
+        await agent.disconnect()
+    assert broadcast.group(chat_id) not in layer.groups  # the last one out leaves the group
+
+
+async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeypatch):
+    import threading
+
+    from activity import broadcast
+
+    workspace, token = await workspace_with_token()
+    chat_id = uuid.uuid4()
+    await (await runner(token, chat_id)).disconnect()
+    watch = await viewer(await member(workspace, "alice"), chat_id)
+    assert (await watch.connect())[0]
+    go = threading.Event()
+    render = broadcast.render_changes
+
+    def slow_render(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
+        go.wait(10)  # the catch-up is still being rendered while a push arrives
+        return render(chat_id, since)
+
+    monkeypatch.setattr(broadcast, "render_changes", slow_render)
+    try:
+        await watch.send_json_to({"since": 0})
+        await watch.receive_nothing(timeout=0.1)
+        text = broadcast.push_text(1000, 1001, "<p>later</p>")
+        await get_channel_layer().group_send(
+            broadcast.group(chat_id), {"type": "chat.push", "text": text}
+        )
+        assert await watch.receive_nothing(timeout=0.1)  # held until the catch-up is out
+        go.set()
+        assert (await watch.receive_json_from(timeout=5))["from"] == 0
+        assert (await watch.receive_json_from(timeout=5))["from"] == 1000
+    finally:
+        go.set()
+        await watch.disconnect()
 
 
 # --- answers on their way to the runner ------------------------------------------------------
