@@ -9,16 +9,19 @@ whose channel receives each push once and hands it to every viewer there in turn
 crosses the channel layer once per process, not once per viewer (bench/README.md).
 
 Each change is announced with ``changed(chat_id, since, version)`` after its commit. A chat's
-``Pusher`` pushes at once when it is idle; while pushes are going out faster than one per
-``PUSH_WINDOW_MS``, it waits for the window to end and sends everything that changed meanwhile
-as one push of each row's latest state.
+``Pusher`` pushes at once when it is idle. A push is out once it is rendered, sent to the group
+and handed on by this process's room; whatever changed meanwhile goes out as the next push, of
+each row's latest state. How soon: see ``spacing``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import logging
+import os
 import uuid
 from typing import Protocol
 
@@ -87,15 +90,30 @@ def push_text(since: int, version: int, html: str) -> str:
     return json.dumps({"from": since, "to": version, "content": html})
 
 
+def spacing(cost: float, carried: int, window: float) -> float:
+    """How long after a push started the next may start, in seconds.
+
+    ``cost`` is how long the push took to go out and ``carried`` how many changes it brought.
+    One change means the chat was idle: the next change goes out as soon as this push is out.
+    The more changes piled up while it went out, the longer the next push gathers (the cost
+    again per change carried, at most ``window``): under load pushes space out and each carries
+    more, so rendering and fan-out stay a bounded share of the server's time. Never sooner than
+    the push took: one push is out at a time.
+    """
+    return max(cost, min(window, cost * carried))
+
+
 class Pusher:
-    """Pushes one chat's changes: at once when idle, one push per window under load."""
+    """Pushes one chat's changes: at once when idle, spaced by ``spacing`` under load."""
 
     def __init__(self, chat_id: uuid.UUID, pushed: int) -> None:
         self.chat_id = chat_id
         self.pushed = pushed  # the version every viewer has been brought to
         self.target = pushed  # the latest version announced
-        self.last = float("-inf")  # loop time of the last push
+        self.next_at = float("-inf")  # loop time before which no push starts
         self.task: asyncio.Task[None] | None = None
+        self.push_id = ""  # the push this process's room is handing on
+        self.handed = asyncio.Event()
 
     def announce(self, since: int, version: int) -> None:
         if self.pushed == self.target and since > self.pushed:
@@ -109,16 +127,14 @@ class Pusher:
         window = settings.PUSH_WINDOW_MS / 1000
         try:
             while True:
-                while self.pushed < self.target:
-                    delay = self.last + window - loop.time()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                    self.last = loop.time()
-                    await self.push()
-                # Stay one more window: a change arriving now is batched, not pushed at once.
-                await asyncio.sleep(window)
+                delay = self.next_at - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)  # what changes meanwhile joins the next push
                 if self.pushed >= self.target:
                     break
+                started = loop.time()
+                carried = await self.push(window)
+                self.next_at = started + spacing(loop.time() - started, carried, window)
         except Exception:
             log.exception("pushing chat %s failed; its viewers will resync", self.chat_id)
         finally:
@@ -126,16 +142,37 @@ class Pusher:
             if _pushers.get(self.chat_id) is self:
                 del _pushers[self.chat_id]
 
-    async def push(self) -> None:
+    async def push(self, window: float) -> int:
+        """Render what changed and push it; return once this process's viewers have it (or
+        after ``window``: a viewer stuck elsewhere holds no one up for longer). Returns how
+        many changes it carried."""
         since = self.pushed
-        html, version = await database_sync_to_async(render_changes)(self.chat_id, since)
+        rendered: tuple[str, int] = await database_sync_to_async(render_changes)(
+            self.chat_id, since
+        )
+        html, version = rendered
         self.pushed = max(version, since)
-        if version > since:
-            await get_channel_layer().group_send(
-                group(self.chat_id), {"type": "chat.push", "text": push_text(since, version, html)}
-            )
+        if version <= since:
+            return 0
+        self.push_id = f"{_PROCESS}:{next(_push_ids)}"
+        self.handed.clear()
+        room = _rooms.get(self.chat_id)
+        await get_channel_layer().group_send(
+            group(self.chat_id),
+            {"type": "chat.push", "text": push_text(since, version, html), "push": self.push_id},
+        )
+        if room is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.handed.wait(), window)
+        return version - since
+
+    def handed_on(self, push_id: str | None) -> None:
+        if push_id == self.push_id:
+            self.handed.set()
 
 
+_PROCESS = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+_push_ids = itertools.count(1)
 _pushers: dict[uuid.UUID, Pusher] = {}
 
 
@@ -173,6 +210,9 @@ class Room:
                 continue
             if event.get("type") == "chat.push":
                 await self.hand_on(event["text"])
+                pusher = _pushers.get(self.chat_id)
+                if pusher is not None:
+                    pusher.handed_on(event.get("push"))
 
     async def hand_on(self, text: str) -> None:
         for viewer in list(self.viewers):

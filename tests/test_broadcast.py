@@ -72,29 +72,73 @@ async def test_a_change_to_an_idle_chat_is_pushed_at_once(settings):
     assert "Read a.py" in json.loads(event["text"])["content"]
 
 
-async def test_fifty_updates_in_one_window_become_one_push_of_the_latest_state(settings):
-    settings.PUSH_WINDOW_MS = 3000  # wide enough that even a loaded machine cannot split it
+class HeldPage:
+    """A viewer in this process that keeps the first push in flight until it is released."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def deliver(self, text: str) -> None:
+        await self.release.wait()
+
+
+async def test_fifty_updates_while_a_push_goes_out_become_one_push_of_the_latest_state(settings):
+    settings.PUSH_WINDOW_MS = 3000  # a push waits this long at most for this process's viewers
     chat_id = await new_chat()
     channel = await subscribe(chat_id)
-    await apply(chat_id, frames.tool_call(2, "c1", "step 0", status="pending"))
-    for n in range(3, 53):
-        await apply(chat_id, frames.tool_update(n, "c1", title=f"step {n}"))
-    received = await pushes(channel, quiet=3.5)
-    assert len(received) == 2  # the first change at once, the other fifty in one push
+    page = HeldPage()
+    await broadcast.join(chat_id, page)
+    try:
+        await apply(chat_id, frames.tool_call(2, "c1", "step 0", status="pending"))
+        for n in range(3, 53):
+            await apply(chat_id, frames.tool_update(n, "c1", title=f"step {n}"))
+        page.release.set()  # the first push is out: everything since goes as the next
+        received = await pushes(channel, quiet=1.5)
+    finally:
+        page.release.set()
+        await broadcast.leave(chat_id, page)
+    assert len(received) == 2  # the first change at once, the rest in one push
     last = received[-1]["content"]
     assert "step 52" in last and "step 51" not in last
     assert last.count('id="tool-') == 1  # the row once, in its latest state
     assert received[1]["from"] == received[0]["to"]  # a chain: no gap, no overlap
 
 
-async def test_one_push_carries_every_row_that_changed_in_its_window(settings):
-    settings.PUSH_WINDOW_MS = 1000
+async def test_one_push_carries_every_row_that_changed_while_the_last_went_out(settings):
+    settings.PUSH_WINDOW_MS = 3000
     chat_id = await new_chat()
     channel = await subscribe(chat_id)
-    await apply(chat_id, frames.say(2, "Starting."))
-    for n in range(3, 13):
-        await apply(chat_id, frames.tool_call(n, f"c{n}", f"call {n}", status="pending"))
-    received = await pushes(channel, quiet=1.5)
-    assert len(received) == 2  # the first change at once; all that came during its window after
+    page = HeldPage()
+    await broadcast.join(chat_id, page)
+    try:
+        await apply(chat_id, frames.say(2, "Starting."))
+        for n in range(3, 13):
+            await apply(chat_id, frames.tool_call(n, f"c{n}", f"call {n}", status="pending"))
+        page.release.set()
+        received = await pushes(channel, quiet=1.5)
+    finally:
+        page.release.set()
+        await broadcast.leave(chat_id, page)
+    assert len(received) == 2
     rows = re.findall(r'id="(tool-[0-9a-f-]+)"', "".join(p["content"] for p in received))
     assert len(rows) == len(set(rows)) == 10  # every new row, each appended exactly once
+
+
+async def test_after_a_push_of_one_change_the_next_change_goes_out_once_it_is_out(settings):
+    settings.PUSH_WINDOW_MS = 3000  # the old window would have held the second change this long
+    chat_id = await new_chat()
+    channel = await subscribe(chat_id)
+    layer = get_channel_layer()
+    await apply(chat_id, frames.tool_call(2, "c1", "Read a.py", status="pending"))
+    first = json.loads((await asyncio.wait_for(layer.receive(channel), 1.5))["text"])
+    await apply(chat_id, frames.tool_update(3, "c1", status="completed"))
+    second = json.loads((await asyncio.wait_for(layer.receive(channel), 1.5))["text"])
+    assert second["from"] == first["to"] and "Completed" in second["content"]
+
+
+def test_pushes_space_out_as_changes_pile_up():
+    window = 0.030
+    assert broadcast.spacing(0.010, 1, window) == 0.010  # idle: the next goes once this is out
+    assert broadcast.spacing(0.010, 2, window) == 0.020  # its cost again per change it carried
+    assert broadcast.spacing(0.010, 50, window) == window  # under load: at most the window
+    assert broadcast.spacing(0.050, 3, window) == 0.050  # never two pushes going out at once
