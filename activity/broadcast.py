@@ -8,10 +8,11 @@ The group's members are rooms, not sockets: a process's viewers of a chat share 
 whose channel receives each push once and hands it to every viewer there in turn. A push then
 crosses the channel layer once per process, not once per viewer (bench/README.md).
 
-Each change is announced with ``changed(chat_id, since, version)`` after its commit. A chat's
-``Pusher`` pushes at once when it is idle. A push is out once it is rendered, sent to the group
-and handed on by this process's room; whatever changed meanwhile goes out as the next push, of
-each row's latest state. How soon: see ``spacing``.
+Each change is pushed with ``changed(chat_id, since, version)`` after its commit, at once. The
+agent socket takes the frames that arrived while a batch was written and pushed as its next
+batch (``consumers.AgentConsumer.drain``), so under load one push carries many updates, each
+row once in its latest state, and no push waits on a timer (bench/README.md). A push is sent
+once this process's viewers have the one before: pushes never queue up behind a slow fan-out.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from typing import Protocol
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.conf import settings
 from django.template.loader import render_to_string
 
 from activity import reads
@@ -90,90 +90,9 @@ def push_text(since: int, version: int, html: str) -> str:
     return json.dumps({"from": since, "to": version, "content": html})
 
 
-def spacing(cost: float, carried: int, window: float) -> float:
-    """How long after a push started the next may start, in seconds.
-
-    ``cost`` is how long the push took to go out and ``carried`` how many changes it brought.
-    One change means the chat was idle: the next change goes out as soon as this push is out.
-    The more changes piled up while it went out, the longer the next push gathers (the cost
-    again per change carried, at most ``window``): under load pushes space out and each carries
-    more, so rendering and fan-out stay a bounded share of the server's time. Never sooner than
-    the push took: one push is out at a time.
-    """
-    return max(cost, min(window, cost * carried))
-
-
-class Pusher:
-    """Pushes one chat's changes: at once when idle, spaced by ``spacing`` under load."""
-
-    def __init__(self, chat_id: uuid.UUID, pushed: int) -> None:
-        self.chat_id = chat_id
-        self.pushed = pushed  # the version every viewer has been brought to
-        self.target = pushed  # the latest version announced
-        self.next_at = float("-inf")  # loop time before which no push starts
-        self.task: asyncio.Task[None] | None = None
-        self.push_id = ""  # the push this process's room is handing on
-        self.handed = asyncio.Event()
-
-    def announce(self, since: int, version: int) -> None:
-        if self.pushed == self.target and since > self.pushed:
-            self.pushed = since  # changes up to `since` were pushed by another process
-        self.target = max(self.target, version)
-        if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self.run())
-
-    async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        window = settings.PUSH_WINDOW_MS / 1000
-        try:
-            while True:
-                delay = self.next_at - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)  # what changes meanwhile joins the next push
-                if self.pushed >= self.target:
-                    break
-                started = loop.time()
-                carried = await self.push(window)
-                self.next_at = started + spacing(loop.time() - started, carried, window)
-        except Exception:
-            log.exception("pushing chat %s failed; its viewers will resync", self.chat_id)
-        finally:
-            self.task = None
-            if _pushers.get(self.chat_id) is self:
-                del _pushers[self.chat_id]
-
-    async def push(self, window: float) -> int:
-        """Render what changed and push it; return once this process's viewers have it (or
-        after ``window``: a viewer stuck elsewhere holds no one up for longer). Returns how
-        many changes it carried."""
-        since = self.pushed
-        rendered: tuple[str, int] = await database_sync_to_async(render_changes)(
-            self.chat_id, since
-        )
-        html, version = rendered
-        self.pushed = max(version, since)
-        if version <= since:
-            return 0
-        self.push_id = f"{_PROCESS}:{next(_push_ids)}"
-        self.handed.clear()
-        room = _rooms.get(self.chat_id)
-        await get_channel_layer().group_send(
-            group(self.chat_id),
-            {"type": "chat.push", "text": push_text(since, version, html), "push": self.push_id},
-        )
-        if room is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.handed.wait(), window)
-        return version - since
-
-    def handed_on(self, push_id: str | None) -> None:
-        if push_id == self.push_id:
-            self.handed.set()
-
-
 _PROCESS = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 _push_ids = itertools.count(1)
-_pushers: dict[uuid.UUID, Pusher] = {}
+HAND_ON_WAIT = 1.0  # seconds a push waits at most for this process's viewers to have the last
 
 
 class Viewer(Protocol):
@@ -189,6 +108,9 @@ class Room:
         self.channel = ""
         self.ready = asyncio.Event()  # the channel has joined the group
         self.task: asyncio.Task[None] | None = None
+        self.expected = ""  # the push this process sent last, until it is handed on
+        self.handed = asyncio.Event()
+        self.handed.set()
 
     async def open(self) -> None:
         layer = get_channel_layer()
@@ -210,9 +132,8 @@ class Room:
                 continue
             if event.get("type") == "chat.push":
                 await self.hand_on(event["text"])
-                pusher = _pushers.get(self.chat_id)
-                if pusher is not None:
-                    pusher.handed_on(event.get("push"))
+                if event.get("push") == self.expected:
+                    self.handed.set()
 
     async def hand_on(self, text: str) -> None:
         for viewer in list(self.viewers):
@@ -220,6 +141,15 @@ class Room:
                 await viewer.deliver(text)
             except Exception:
                 log.exception("a push to a viewer of chat %s failed", self.chat_id)
+
+    async def expect(self) -> str:
+        """Wait (``HAND_ON_WAIT`` at most) until the last push sent from here is handed on;
+        return the id of the next, which this room then waits for."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.handed.wait(), HAND_ON_WAIT)
+        self.expected = f"{_PROCESS}:{next(_push_ids)}"
+        self.handed.clear()
+        return self.expected
 
     async def close(self) -> None:
         if self.task is not None:
@@ -256,13 +186,21 @@ async def leave(chat_id: uuid.UUID, viewer: Viewer) -> None:
 
 
 async def changed(chat_id: uuid.UUID, since: int, version: int) -> None:
-    """Announce a committed change to a chat (versions ``since`` → ``version``)."""
+    """Push a committed change (versions ``since`` → ``version``) to the chat's viewers.
+
+    Renders everything that changed since ``since`` and sends it once this process's viewers
+    have the previous push; returns when it is sent. The agent socket writes its next batch
+    only then: whatever arrived meanwhile goes out as one push, of each row's latest state.
+    """
     if version <= since:
         return
-    pusher = _pushers.get(chat_id)
-    if pusher is None:
-        pusher = _pushers[chat_id] = Pusher(chat_id, since)
-    pusher.announce(since, version)
+    html, to = await database_sync_to_async(render_changes)(chat_id, since)
+    room = _rooms.get(chat_id)
+    push_id = await room.expect() if room is not None else ""
+    await get_channel_layer().group_send(
+        group(chat_id),
+        {"type": "chat.push", "text": push_text(since, max(to, since), html), "push": push_id},
+    )
 
 
 def changed_sync(chat_id: uuid.UUID, since: int, version: int) -> None:

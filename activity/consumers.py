@@ -146,11 +146,15 @@ class AgentConsumer(Relay):
             await broadcast.inbox_changed(self.workspace_id)
 
     async def drain(self) -> None:
-        """Apply what has arrived, in batches, one at a time and in order."""
+        """Apply what has arrived, in batches, one at a time and in order.
+
+        A batch is written, acknowledged and pushed before the next: whatever arrives
+        meanwhile is the next batch, one transaction and one push however many frames.
+        """
         assert self.chat_id is not None
         try:
             while self.pending:
-                batch, self.pending = self.pending, []
+                batch = self.next_batch()
                 result = await database_sync_to_async(ingest)(self.chat_id, batch)
                 for seq, problem in result.errors:
                     await self.send_frame(Error(seq=seq, error=problem))
@@ -166,6 +170,10 @@ class AgentConsumer(Relay):
             await self.close(code=1011, reason="server error; reconnect and resend")
         finally:
             self.drainer = None
+
+    def next_batch(self) -> list[NumberedFrame | tuple[int, str]]:
+        batch, self.pending = self.pending, []
+        return batch
 
     async def send_frame(self, frame: Ack | Error) -> None:
         await self.send(text_data=frame.model_dump_json())

@@ -1,106 +1,33 @@
-"""The servers under test, each a child process: Daphne serving koruweb, and the bare baseline.
-
-Also what ``/proc`` says about a process: its resident memory and the CPU time it has used.
+"""The servers under test, each a child process (``tests/liveserver.py``): Daphne serving
+koruweb, and the bare baseline. Also what ``/proc`` says about a process: its resident memory
+and the CPU time it has used.
 """
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.liveserver import BASE_DIR, Child, Daphne
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["Bare", "Child", "Koruweb", "cpu_seconds", "machine_busy_seconds", "rss_bytes"]
 
 
-class Child:
-    """A server in a child process, listening on 127.0.0.1:``port``."""
+class Koruweb(Daphne):
+    """Daphne serving ``app`` on the benchmark's database (``bench/data.py``), DEBUG off."""
 
-    name = "server"
+    verbosity = 0
 
-    def __init__(self, log: Path) -> None:
-        self.port = free_port()
-        self.log = log
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def command(self) -> list[str]:
-        raise NotImplementedError
-
-    def env(self) -> dict[str, str]:
-        return dict(os.environ)
-
-    def ready(self) -> bool:
-        raise NotImplementedError
-
-    def start(self, within: float = 30) -> None:
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                self.command(), cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + within
-        while not self.ready():
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited:\n{self.log.read_text()[-3000:]}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not start:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self.process = None
-
-
-class Daphne(Child):
-    """``daphne koruweb.asgi:application`` on the benchmark's database, DEBUG off."""
-
-    def __init__(self, log: Path, env: dict[str, str], name: str = "koruweb") -> None:
-        super().__init__(log)
-        self.extra = env
-        self.name = name
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}"
-
-    def command(self) -> list[str]:
-        daphne = Path(sys.executable).with_name("daphne")
-        return [
-            str(daphne),
-            *("-b", "127.0.0.1", "-p", str(self.port), "-v", "0"),
-            *("--websocket_timeout", "-1", "koruweb.asgi:application"),
-        ]
-
-    def env(self) -> dict[str, str]:
+    def __init__(self, log: Path, env: dict[str, str], name: str, app: str) -> None:
         # This checkout's code, whatever the venv's editable install points at.
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        return {**os.environ, **self.extra, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
-
-    def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as answer:
-                return bool(answer.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+        path = os.pathsep.join(filter(None, [str(BASE_DIR), os.environ.get("PYTHONPATH")]))
+        super().__init__(
+            log, {**os.environ, **env, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}, app
+        )
+        self.name = name
 
 
 class Bare(Child):
@@ -109,14 +36,13 @@ class Bare(Child):
     name = "bare websockets"
 
     def __init__(self, log: Path) -> None:
-        super().__init__(log)
-        self.ws_url = f"ws://127.0.0.1:{self.port}"
+        super().__init__(log, {**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def command(self) -> list[str]:
-        return [sys.executable, str(ROOT / "bench" / "bare.py"), str(self.port)]
+        return [sys.executable, str(BASE_DIR / "bench" / "bare.py"), str(self.port)]
 
     def ready(self) -> bool:
-        return "ready" in (self.log.read_text() if self.log.exists() else "")
+        return "ready" in self.output
 
 
 def rss_bytes(pid: int) -> int:

@@ -196,8 +196,6 @@ AGENT_SHORT_CHARS = envint("AGENT_SHORT_CHARS", 512, minimum=64)
 REPLY_MAX_CHARS = envint("REPLY_MAX_CHARS", 1_000_000, minimum=1_000)
 # How long a chat waits for its runner to come back before its turn is ended.
 RUNNER_GRACE_SECONDS = envint("RUNNER_GRACE_SECONDS", 60, minimum=0)
-# Under load, the longest the live path gathers changes to a chat into one push (ms).
-PUSH_WINDOW_MS = envint("PUSH_WINDOW_MS", 30, minimum=0)
 # `manage.py prune_runs` deletes runs created more than this many days ago; 0 keeps them forever.
 RETENTION_DAYS = envint("RETENTION_DAYS", 0, minimum=0)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -35,3 +36,13 @@ def save_call(reply: Message, state: CallState) -> ToolActivity:
     row.set_state(state)
     row.save()
     return row
+
+
+class HeldPage:
+    """A viewer in this process that keeps a push in flight until it is released."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def deliver(self, text: str) -> None:
+        await self.release.wait()

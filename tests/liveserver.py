@@ -1,4 +1,4 @@
-"""A real server for integration and browser tests: ``daphne`` in a child process.
+"""A real server for integration tests, browser tests and bench/: ``daphne`` in a child process.
 
 The child and the test process share the test database: the root conftest makes the SQLite
 test database a file, which the child opens through ``DATABASE_URL``. With ``redis=True`` both
@@ -25,6 +25,7 @@ from django.db import connections
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 REDIS_URL = os.environ.get("KORUWEB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+APP = "koruweb.asgi:application"
 
 
 def database_url() -> str:
@@ -67,33 +68,38 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-class Server:
-    """``daphne koruweb.asgi:application`` in a child process, on a fixed port."""
+class Child:
+    """A server in a child process on a free port of 127.0.0.1, its output in ``log``."""
 
-    def __init__(self, log: Path, *, redis: bool = False, grace: int | None = None) -> None:
+    name = "server"
+
+    def __init__(self, log: Path, env: dict[str, str]) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
         self.log = log
+        self.env = env
         self.process: subprocess.Popen[bytes] | None = None
-        extra = {"DATABASE_URL": database_url(), "PYTHONPATH": str(BASE_DIR)}
-        if redis:
-            extra["REDIS_URL"] = REDIS_URL
-        if grace is not None:
-            extra["RUNNER_GRACE_SECONDS"] = str(grace)
-        self.env = child_env(**extra)
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
 
     def start(self) -> None:
         self.spawn()
         self.wait_ready()
 
     def spawn(self) -> None:
-        daphne = Path(sys.executable).with_name("daphne")
-        command = [str(daphne), "-b", "127.0.0.1", "-p", str(self.port)]
-        command += ["--websocket_timeout", "-1", "koruweb.asgi:application"]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                command,
+                self.command(),
                 cwd=BASE_DIR,
                 env=self.env,
                 stdout=log,
@@ -102,21 +108,18 @@ class Server:
             )
 
     def wait_ready(self, within: float = 20) -> None:
-        """Until the server answers HTTP; raises with its output if it exits or never does."""
+        """Until ``ready()``; raises with the server's output if it exits or never is."""
         deadline = time.monotonic() + within
         while self.process is not None:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited ({self.process.returncode}):\n{self.output}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
+                code = self.process.returncode
+                raise RuntimeError(f"the {self.name} exited ({code}):\n{self.output[-3000:]}")
+            if self.ready():
+                return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not answer within {within} s:\n{self.output}")
+                raise RuntimeError(f"the {self.name} was not ready in {within} s:\n{self.output}")
             time.sleep(0.05)
-        raise RuntimeError("the server was not started")
+        raise RuntimeError(f"the {self.name} was not started")
 
     @property
     def running(self) -> bool:
@@ -142,3 +145,37 @@ class Server:
     @property
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+class Daphne(Child):
+    """``daphne <app>`` (koruweb's by default), ready once it serves the login page."""
+
+    verbosity = 1  # daphne's default: it logs each request
+
+    def __init__(self, log: Path, env: dict[str, str], app: str = APP) -> None:
+        super().__init__(log, env)
+        self.app = app
+
+    def command(self) -> list[str]:
+        daphne = Path(sys.executable).with_name("daphne")
+        listen = ["-b", "127.0.0.1", "-p", str(self.port), "-v", str(self.verbosity)]
+        return [str(daphne), *listen, "--websocket_timeout", "-1", self.app]
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as answer:
+                return bool(answer.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+
+class Server(Daphne):
+    """koruweb on the test database (and, with ``redis``, the Redis channel layer)."""
+
+    def __init__(self, log: Path, *, redis: bool = False, grace: int | None = None) -> None:
+        extra = {"DATABASE_URL": database_url(), "PYTHONPATH": str(BASE_DIR)}
+        if redis:
+            extra["REDIS_URL"] = REDIS_URL
+        if grace is not None:
+            extra["RUNNER_GRACE_SECONDS"] = str(grace)
+        super().__init__(log, child_env(**extra))

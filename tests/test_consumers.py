@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import uuid
 
 import pytest
@@ -16,6 +18,7 @@ from activity import presence
 from activity.models import AgentToken, Chat, Membership, Role, ToolActivity, Workspace
 from koruweb.asgi import application
 from tests import frames
+from tests.factories import HeldPage
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 ORIGIN = (b"origin", b"http://localhost")
@@ -250,7 +253,7 @@ async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version():
         await send_all(agent, *opening(attempt, reply))
         seen = catch_up["to"]
         content = ""
-        while "tool-" not in content:
+        while "Read README.md" not in content:
             push = await watch.receive_json_from(timeout=5)
             assert push["from"] == seen  # pushes form a chain: no gap, no overlap
             seen, content = push["to"], content + push["content"]
@@ -337,6 +340,44 @@ async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeyp
     finally:
         go.set()
         await watch.disconnect()
+
+
+async def test_updates_that_arrive_while_a_push_goes_out_are_carried_by_one_more_push():
+    from activity import broadcast
+
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    agent = await runner(token, chat_id)
+    await send_all(agent, frames.turn_started(1, attempt, reply))
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(broadcast.group(chat_id), channel)
+    page = HeldPage()
+    await broadcast.join(chat_id, page)
+    try:
+        await send_all(agent, frames.tool_call(2, "c1", "step 2", status="pending"))
+        burst = [frames.tool_call(n, f"n{n}", f"new {n}", status="pending") for n in range(3, 13)]
+        burst += [frames.tool_update(n, "c1", title=f"step {n}") for n in range(13, 53)]
+        for frame in burst:  # while the first push is still being handed on here
+            await agent.send_json_to(frame)
+        await asyncio.sleep(0.3)
+        page.release.set()
+        replies = await send_all(agent, frames.tool_update(53, "c1", title="step 53"))
+        assert replies[-1] == {"type": "ack", "seq": 53}
+        received: list[dict] = []
+        while not received or "step 53" not in received[-1]["content"]:
+            received.append(json.loads((await asyncio.wait_for(layer.receive(channel), 5))["text"]))
+    finally:
+        page.release.set()
+        await broadcast.leave(chat_id, page)
+        await agent.disconnect()
+    assert 2 <= len(received) <= 4  # 51 updates: the first alone, the rest in at most 3 pushes
+    assert all(b["from"] == a["to"] for a, b in zip(received, received[1:], strict=False))
+    shown = "".join(p["content"] for p in received[1:])
+    rows = re.findall(r'id="(tool-[0-9a-f-]+)"', shown)
+    assert len(set(rows)) == 11  # the ten new calls and c1
+    assert "step 53" in received[-1]["content"]
+    assert shown.count("new 7") == 1  # a new row is appended exactly once
 
 
 # --- answers on their way to the runner ------------------------------------------------------

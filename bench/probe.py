@@ -1,0 +1,266 @@
+"""One chat on one server under a steady load, and the search for the highest rate it absorbs.
+
+A ``Level`` is one chat on one target: an agent socket and N viewer sockets (``bench/clients.py``).
+``probe`` sends updates at a steady rate for a while and measures, for every update and every
+viewer, the time from the agent sending it to the first push that shows it (or a newer state of
+its row). ``absorbed`` finds the highest rate at which no viewer is more than 100 ms behind at
+p99. Each probe is redone while other processes load the machine: on 2 cores, any other work
+moves the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from bench.clients import Agent, Viewer, Workload
+from bench.servers import Child, cpu_seconds, machine_busy_seconds
+from tests import frames
+
+LIMIT = 0.100  # no viewer more than 100 ms behind at p99
+NOISE = 0.25  # a probe during which other processes used more than this share of a core is redone
+
+
+@dataclass
+class Target:
+    name: str
+    server: Child
+    ws_url: str
+    koruweb: bool
+    token: str = ""
+    cookie: str = ""
+
+    def agent_url(self) -> str:
+        return f"{self.ws_url}/ws/agent/" if self.koruweb else f"{self.ws_url}/agent"
+
+    def viewer_url(self, chat_id: uuid.UUID) -> str:
+        if self.koruweb:
+            return f"{self.ws_url}/ws/chats/{chat_id}/"
+        return f"{self.ws_url}/view/{chat_id}"
+
+    @property
+    def origin(self) -> str:
+        return self.ws_url.replace("ws://", "http://")
+
+
+@dataclass
+class Level:
+    """One chat on one target: its agent, its viewers and the calls sent so far."""
+
+    target: Target
+    chat_id: uuid.UUID
+    agent: Agent
+    viewers: list[Viewer]
+    workload: Workload = field(default_factory=Workload)
+    last_seq: dict[str, int] = field(default_factory=dict)  # call → its latest update's seq
+
+
+@dataclass
+class Probe:
+    rate: float
+    achieved: float
+    latencies: list[float]
+    worst_p99: float  # the p99 of the viewer furthest behind
+    missed: int  # (update, viewer) pairs never shown
+    server_cpu: float  # share of one core over the probe
+    client_cpu: float
+    other_cpu: float  # what every other process on the machine used meanwhile
+    pushes: float  # pushes per viewer per second
+
+    @property
+    def ok(self) -> bool:
+        return self.missed == 0 and self.worst_p99 <= LIMIT and self.achieved >= 0.95 * self.rate
+
+    def pct(self, q: float) -> float:
+        return quantile(self.latencies, q)
+
+    def line(self) -> str:
+        return (
+            f"{self.rate:8.0f}/s offered {self.achieved:8.0f}/s sent  "
+            f"p50 {ms(self.pct(0.5))} p99 {ms(self.pct(0.99))} worst p99 {ms(self.worst_p99)}  "
+            f"missed {self.missed}  cpu: server {self.server_cpu:4.0%} load {self.client_cpu:4.0%} "
+            f"others {self.other_cpu:4.0%}  pushes/viewer/s {self.pushes:5.0f}  "
+            f"{'ok' if self.ok else 'FAIL'}"
+        )
+
+
+def quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("inf")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:7.1f} ms" if seconds != float("inf") else "    inf ms"
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+async def open_level(target: Target, n: int, window: int) -> Level:
+    chat_id = uuid.uuid4()
+    agent = await Agent.open(target.agent_url(), chat_id, target.token or None, window)
+    if target.koruweb:  # a turn for the rows, before any viewer looks
+        await agent.send(frames.turn_started(agent.seq + 1, uuid.uuid4(), uuid.uuid4()))
+        await agent.settle()
+    viewers = await open_viewers(target, chat_id, n)
+    return Level(target, chat_id, agent, viewers)
+
+
+async def open_viewers(target: Target, chat_id: uuid.UUID, n: int) -> list[Viewer]:
+    viewers: list[Viewer] = []
+    for start in range(0, n, 25):  # in batches: a page load is not a thundering herd
+        batch = [
+            Viewer.open(target.viewer_url(chat_id), target.cookie or None, target.origin)
+            for _ in range(start, min(n, start + 25))
+        ]
+        viewers += await asyncio.gather(*batch)
+    await asyncio.wait_for(asyncio.gather(*(v.synced.wait() for v in viewers)), 30)
+    return viewers
+
+
+async def close_level(level: Level) -> None:
+    await asyncio.gather(*(v.close() for v in level.viewers))
+    await level.agent.close()
+
+
+async def probe(level: Level, rate: float, seconds: float) -> Probe:
+    agent, viewers, pid = level.agent, level.viewers, level.target.server.pid
+    for viewer in viewers:
+        viewer.seen.clear()
+    pushes0 = sum(v.pushes for v in viewers)
+    total = max(2, int(rate * seconds))
+    sent: dict[str, list[tuple[int, float]]] = {}
+    cpu0, load0, busy0 = cpu_seconds(pid), _own_cpu(), machine_busy_seconds()
+    start = time.perf_counter()
+    last = start
+    n = 0
+    while n < total:
+        delay = start + n / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        due = min(total, int((time.perf_counter() - start) * rate) + 1)
+        while n < due:
+            frame, call = level.workload.frame(agent.seq + 1)
+            last = await agent.send(frame)
+            sent.setdefault(call, []).append((frame["seq"], last))
+            level.last_seq[call] = frame["seq"]
+            n += 1
+    achieved = total / (last - start + 1 / rate)
+    await drain(level, sent)
+    wall = time.perf_counter() - start
+    server_cpu, client_cpu = (cpu_seconds(pid) - cpu0) / wall, (_own_cpu() - load0) / wall
+    other_cpu = max(0.0, (machine_busy_seconds() - busy0) / wall - server_cpu - client_cpu)
+    await agent.settle()
+    latencies: list[float] = []
+    p99s: list[float] = []
+    missed = 0
+    for viewer in viewers:
+        own = viewer_latencies(viewer, sent)
+        missed += total - len(own)
+        latencies += own
+        p99s.append(quantile(own, 0.99) if len(own) == total else float("inf"))
+    pushes = (sum(v.pushes for v in viewers) - pushes0) / len(viewers) / wall
+    return Probe(
+        rate, achieved, latencies, max(p99s), missed, server_cpu, client_cpu, other_cpu, pushes
+    )
+
+
+async def quiet_probe(level: Level, rate: float, seconds: float, tries: int = 3) -> Probe:
+    """A probe, redone (up to ``tries`` times) while other processes load the machine."""
+    for attempt in range(tries):
+        await quiet_machine()
+        result = await probe(level, rate, seconds)
+        noisy = result.other_cpu > NOISE and attempt + 1 < tries
+        mark = "  (others busy: again)" if noisy else ""
+        say(f"  {level.target.name:>24} {len(level.viewers):3d} viewers {result.line()}{mark}")
+        await asyncio.sleep(0.5)
+        if not noisy:
+            break
+    return result
+
+
+async def quiet_machine(within: float = 120) -> None:
+    """Wait (up to ``within`` seconds) until other processes leave the cores alone."""
+    start = time.perf_counter()
+    while True:
+        busy0, own0, wall0 = machine_busy_seconds(), _own_cpu(), time.perf_counter()
+        await asyncio.sleep(0.5)
+        wall = time.perf_counter() - wall0
+        others = (machine_busy_seconds() - busy0 - (_own_cpu() - own0)) / wall
+        waited = time.perf_counter() - start
+        if others <= NOISE / 2 or waited > within:
+            if waited > 1:
+                say(f"  (waited {waited:.0f} s for other processes to leave the cores alone)")
+            return
+        await asyncio.sleep(1)
+
+
+def _own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+async def drain(level: Level, sent: dict[str, list[tuple[int, float]]], within: float = 3) -> None:
+    """Wait until every viewer shows every call's latest update (or ``within`` seconds)."""
+    final = {call: updates[-1][0] for call, updates in sent.items()}
+    deadline = time.perf_counter() + within
+    while time.perf_counter() < deadline:
+        if all(v.best.get(c, 0) >= s for v in level.viewers for c, s in final.items()):
+            return
+        await asyncio.sleep(0.01)
+
+
+def viewer_latencies(viewer: Viewer, sent: dict[str, list[tuple[int, float]]]) -> list[float]:
+    """For each update sent: when this viewer first saw its row at that update or later."""
+    out: list[float] = []
+    done: dict[str, int] = {}
+    for when, call, seq in viewer.seen:
+        updates = sent.get(call)
+        if updates is None:
+            continue
+        i = done.get(call, 0)
+        while i < len(updates) and updates[i][0] <= seq:
+            out.append(when - updates[i][1])
+            i += 1
+        done[call] = i
+    return out
+
+
+async def absorbed(
+    level: Level, seconds: float, start: float, top: float, steps: int
+) -> Probe | None:
+    """The highest steady rate at which every viewer's p99 stays within 100 ms."""
+    best: Probe | None = None
+    low, high = 0.0, 0.0
+    rate = start
+    while rate <= top:  # double while it holds
+        result = await quiet_probe(level, rate, seconds)
+        if not result.ok:
+            high = rate
+            break
+        best, low = result, rate
+        rate *= 2
+    if high == 0:
+        return best
+    if best is None:  # not even the first rate: halve until one holds
+        while best is None and rate > 5:
+            rate /= 2
+            result = await quiet_probe(level, rate, seconds)
+            if result.ok:
+                best, low = result, rate
+            else:
+                high = rate
+    for _ in range(steps if best is not None else 0):  # then bisect
+        rate = (low + high) / 2
+        result = await quiet_probe(level, rate, seconds)
+        if result.ok:
+            best, low = result, rate
+        else:
+            high = rate
+    return best
