@@ -63,6 +63,11 @@ class Chat(models.Model):
     tool_count = models.PositiveIntegerField(default=0)
     # The chat version that last changed the header (title, agent, runner, mode, usage).
     meta_version = models.PositiveBigIntegerField(default=0)
+    # The chat versions that last changed a turn, a reply, a tool row: a push looks only for
+    # the kinds that changed since the version a page shows (activity/reads.py).
+    turns_version = models.PositiveBigIntegerField(default=0)
+    replies_version = models.PositiveBigIntegerField(default=0)
+    rows_version = models.PositiveBigIntegerField(default=0)
     current_attempt = models.ForeignKey(
         "InferenceAttempt", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

@@ -91,15 +91,23 @@ def page(chat: Chat) -> tuple[int, list[Turn]]:
 def changes(chat_id: uuid.UUID, since: int) -> Changes:
     chat = Chat.objects.select_related("workspace").get(pk=chat_id)
     upto = chat.version
-    changed = list(chat.attempts.filter(version__gt=since, created_version__lte=upto))
+    changed: list[InferenceAttempt] = []
+    if chat.turns_version > since:  # only the kinds that changed since are looked for
+        changed = list(chat.attempts.filter(version__gt=since, created_version__lte=upto))
     new_ids = {a.pk for a in changed if a.created_version > since}
     new_turns = turns(chat, [a for a in changed if a.pk in new_ids], upto)
     old_turns = turns_heads(chat, [a for a in changed if a.pk not in new_ids], upto)
-    replies = Message.objects.filter(chat=chat, version__gt=since).exclude(attempt__in=new_ids)
-    rows = ToolActivity.objects.filter(
-        chat=chat, version__gt=since, created_version__lte=upto
-    ).exclude(attempt__in=new_ids)
-    rows_list = with_prompts(list(rows.order_by("position")))
+    replies: list[Message] = []
+    if chat.replies_version > since:
+        replies = list(
+            Message.objects.filter(chat=chat, version__gt=since).exclude(attempt__in=new_ids)
+        )
+    rows_list: list[ToolActivity] = []
+    if chat.rows_version > since:
+        rows = ToolActivity.objects.filter(
+            chat=chat, version__gt=since, created_version__lte=upto
+        ).exclude(attempt__in=new_ids)
+        rows_list = with_prompts(list(rows.order_by("position")))
     return Changes(
         chat=chat,
         since=since,
@@ -107,7 +115,7 @@ def changes(chat_id: uuid.UUID, since: int) -> Changes:
         meta=chat.meta_version > since,
         new_turns=new_turns,
         turns=old_turns,
-        replies=list(replies),
+        replies=replies,
         new_rows=[r for r in rows_list if r.created_version > since],
         rows=[r for r in rows_list if r.created_version <= since],
     )

@@ -16,6 +16,14 @@ from activity.contract import Limits
 from activity.models import Chat, InferenceAttempt, Message, Prompt, ToolActivity
 
 INSERT_ORDER = (InferenceAttempt, Message, ToolActivity, Prompt)
+# Which of the chat's per-kind versions a change to an object moves (Chat.turns_version, …).
+# A prompt shows in its row or, about no row, in its turn's head.
+KIND_VERSIONS: dict[type[Model], tuple[str, ...]] = {
+    InferenceAttempt: ("turns_version",),
+    Message: ("replies_version",),
+    ToolActivity: ("rows_version",),
+    Prompt: ("turns_version", "rows_version"),
+}
 
 
 class FrameError(Exception):
@@ -95,8 +103,13 @@ class Work:
 def write(work: Work, since: int) -> None:
     """Save what the working set changed, under one new chat version."""
     chat = work.chat
+    kinds: set[str] = set()
     if work.changed:
         chat.version = since + 1
+        for obj in [*work.new, *(obj for obj, _ in work.dirty.values())]:
+            kinds.update(KIND_VERSIONS.get(type(obj), ()))
+        for name in kinds:
+            setattr(chat, name, chat.version)
         for obj in work.new:
             obj.version = obj.created_version = chat.version  # type: ignore[attr-defined]
         for obj, fields in work.dirty.values():
@@ -112,7 +125,8 @@ def write(work: Work, since: int) -> None:
     for obj, fields in work.dirty.values():
         if obj is not chat:
             obj.save(update_fields=sorted(fields))
-    chat.save(update_fields=["version", "meta_version", "last_seq", *_chat_fields(work)])
+    columns = ["version", "meta_version", "last_seq", *sorted(kinds), *_chat_fields(work)]
+    chat.save(update_fields=columns)
 
 
 def _chat_fields(work: Work) -> list[str]:

@@ -11,6 +11,7 @@ moves the figures.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 import uuid
@@ -130,6 +131,17 @@ async def close_level(level: Level) -> None:
 
 
 async def probe(level: Level, rate: float, seconds: float) -> Probe:
+    """A steady ``rate`` for ``seconds``. This process collects no garbage meanwhile: a pause
+    of the load's own would count as every viewer's latency."""
+    gc.collect()
+    gc.disable()
+    try:
+        return await _probe(level, rate, seconds)
+    finally:
+        gc.enable()
+
+
+async def _probe(level: Level, rate: float, seconds: float) -> Probe:
     agent, viewers, pid = level.agent, level.viewers, level.target.server.pid
     for viewer in viewers:
         viewer.seen.clear()

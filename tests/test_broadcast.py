@@ -7,6 +7,7 @@ import json
 import uuid
 
 import pytest
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import connections
@@ -115,3 +116,28 @@ async def test_a_viewer_that_never_takes_a_push_holds_the_next_for_a_moment_only
         page.release.set()
         await broadcast.leave(chat_id, page)
     assert "step 3" in received[-1]["content"]
+
+
+def test_a_push_looks_only_for_the_kinds_that_changed_and_misses_none():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    chat_id = async_to_sync(new_chat)()
+
+    def step(*raw: dict) -> tuple[int, int]:
+        result = ingest(chat_id, [runner_frame.validate_python(r) for r in raw])
+        return result.since, result.version
+
+    start, _ = step(frames.tool_call(2, "c1", "Read a.py", status="pending"))
+    since, _ = step(frames.say(3, "Reading."))
+    with CaptureQueriesContext(connection) as text_only:
+        html, _ = broadcast.render_changes(chat_id, since)
+    assert "Reading." in html and "Read a.py" not in html
+    since, _ = step(frames.tool_update(4, "c1", status="completed"))
+    with CaptureQueriesContext(connection) as row_only:
+        html, _ = broadcast.render_changes(chat_id, since)
+    assert "Completed" in html and "Reading." not in html
+    with CaptureQueriesContext(connection) as both:
+        html, _ = broadcast.render_changes(chat_id, start)  # a page further behind
+    assert "Reading." in html and "Completed" in html
+    assert len(text_only) < len(both) and len(row_only) < len(both)
