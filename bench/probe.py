@@ -70,6 +70,7 @@ class Probe:
     client_cpu: float
     other_cpu: float  # what every other process on the machine used meanwhile
     pushes: float  # pushes per viewer per second
+    resyncs: int  # times a viewer saw a gap and asked again
 
     @property
     def ok(self) -> bool:
@@ -84,6 +85,7 @@ class Probe:
             f"p50 {ms(self.pct(0.5))} p99 {ms(self.pct(0.99))} worst p99 {ms(self.worst_p99)}  "
             f"missed {self.missed}  cpu: server {self.server_cpu:4.0%} load {self.client_cpu:4.0%} "
             f"others {self.other_cpu:4.0%}  pushes/viewer/s {self.pushes:5.0f}  "
+            f"resyncs {self.resyncs}  "
             f"{'ok' if self.ok else 'FAIL'}"
         )
 
@@ -146,6 +148,7 @@ async def _probe(level: Level, rate: float, seconds: float) -> Probe:
     for viewer in viewers:
         viewer.seen.clear()
     pushes0 = sum(v.pushes for v in viewers)
+    resyncs0 = sum(v.resyncs for v in viewers)
     total = max(2, int(rate * seconds))
     sent: dict[str, list[tuple[int, float]]] = {}
     cpu0, load0, busy0 = cpu_seconds(pid), _own_cpu(), machine_busy_seconds()
@@ -179,7 +182,16 @@ async def _probe(level: Level, rate: float, seconds: float) -> Probe:
         p99s.append(quantile(own, 0.99) if len(own) == total else float("inf"))
     pushes = (sum(v.pushes for v in viewers) - pushes0) / len(viewers) / wall
     return Probe(
-        rate, achieved, latencies, max(p99s), missed, server_cpu, client_cpu, other_cpu, pushes
+        rate,
+        achieved,
+        latencies,
+        max(p99s),
+        missed,
+        server_cpu,
+        client_cpu,
+        other_cpu,
+        pushes,
+        sum(v.resyncs for v in viewers) - resyncs0,
     )
 
 
