@@ -194,13 +194,16 @@ async def changed(chat_id: uuid.UUID, since: int, version: int) -> None:
     """
     if version <= since:
         return
-    html, to = await database_sync_to_async(render_changes)(chat_id, since)
-    room = _rooms.get(chat_id)
-    push_id = await room.expect() if room is not None else ""
-    await get_channel_layer().group_send(
-        group(chat_id),
-        {"type": "chat.push", "text": push_text(since, max(to, since), html), "push": push_id},
-    )
+    try:
+        html, to = await database_sync_to_async(render_changes)(chat_id, since)
+        room = _rooms.get(chat_id)
+        push_id = await room.expect() if room is not None else ""
+        await get_channel_layer().group_send(
+            group(chat_id),
+            {"type": "chat.push", "text": push_text(since, max(to, since), html), "push": push_id},
+        )
+    except Exception:  # the change is committed: a lost push costs its viewers a resync
+        log.exception("pushing chat %s failed; its viewers will resync", chat_id)
 
 
 def changed_sync(chat_id: uuid.UUID, since: int, version: int) -> None:

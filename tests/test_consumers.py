@@ -380,6 +380,36 @@ async def test_updates_that_arrive_while_a_push_goes_out_are_carried_by_one_more
     assert shown.count("new 7") == 1  # a new row is appended exactly once
 
 
+async def test_a_push_that_fails_to_render_leaves_the_runner_connected_and_the_next_goes_out(
+    monkeypatch,
+):
+    from activity import broadcast
+
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    agent = await runner(token, chat_id)
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(broadcast.group(chat_id), channel)
+    render = broadcast.render_changes
+
+    def broken(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
+        raise RuntimeError("a template bug")
+
+    try:
+        monkeypatch.setattr(broadcast, "render_changes", broken)
+        assert (await send_all(agent, *opening(attempt, reply)))[-1] == {"type": "ack", "seq": 3}
+        monkeypatch.setattr(broadcast, "render_changes", render)
+        await send_all(agent, frames.tool_update(4, "call_1", status="completed"))
+        content = ""
+        while "Completed" not in content:  # the runner's hello was pushed before the failure
+            content = json.loads((await asyncio.wait_for(layer.receive(channel), 5))["text"])[
+                "content"
+            ]
+    finally:
+        await agent.disconnect()
+
+
 # --- answers on their way to the runner ------------------------------------------------------
 
 
