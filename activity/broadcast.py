@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import uuid
-from typing import Protocol
+from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
@@ -53,8 +53,11 @@ def inbox_group(workspace_id: uuid.UUID | str) -> str:
 
 async def inbox_changed(workspace_id: uuid.UUID) -> None:
     layer = get_channel_layer()
-    for name in (inbox_group(workspace_id), INBOX_ALL):
-        await layer.group_send(name, {"type": "inbox.changed"})
+    try:
+        for name in (inbox_group(workspace_id), INBOX_ALL):
+            await layer.group_send(name, {"type": "inbox.changed"})
+    except Exception:  # the prompts are committed: an inbox catches up when it reconnects
+        log.exception("telling the inboxes of workspace %s failed", workspace_id)
 
 
 def render_changes(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
@@ -111,6 +114,7 @@ class Room:
         self.expected = ""  # the push this process sent last, until it is handed on
         self.handed = asyncio.Event()
         self.handed.set()
+        self.sending = asyncio.Lock()  # one push of this chat goes out from here at a time
 
     async def open(self) -> None:
         layer = get_channel_layer()
@@ -142,16 +146,24 @@ class Room:
             except Exception:
                 log.exception("a push to a viewer of chat %s failed", self.chat_id)
 
-    async def expect(self) -> str:
-        """Wait (``HAND_ON_WAIT`` at most) until the last push sent from here is handed on;
-        return the id of the next, which this room then waits for."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.handed.wait(), HAND_ON_WAIT)
-        self.expected = f"{_PROCESS}:{next(_push_ids)}"
-        self.handed.clear()
-        return self.expected
+    async def send(self, message: dict[str, Any]) -> None:
+        """Send a push to the chat's group once this room has handed on the last one sent
+        from here (``HAND_ON_WAIT`` at most: a viewer stuck elsewhere holds no one up)."""
+        async with self.sending:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.handed.wait(), HAND_ON_WAIT)
+            self.expected = f"{_PROCESS}:{next(_push_ids)}"
+            self.handed.clear()
+            try:
+                await get_channel_layer().group_send(
+                    group(self.chat_id), {**message, "push": self.expected}
+                )
+            except BaseException:
+                self.handed.set()  # it never left: the next push need not wait for it
+                raise
 
     async def close(self) -> None:
+        self.handed.set()  # a push waiting on this room goes out at once
         if self.task is not None:
             self.task.cancel()
         if self.channel:
@@ -196,13 +208,13 @@ async def changed(chat_id: uuid.UUID, since: int, version: int) -> None:
         return
     try:
         html, to = await database_sync_to_async(render_changes)(chat_id, since)
+        message = {"type": "chat.push", "text": push_text(since, max(to, since), html)}
         room = _rooms.get(chat_id)
-        push_id = await room.expect() if room is not None else ""
-        await get_channel_layer().group_send(
-            group(chat_id),
-            {"type": "chat.push", "text": push_text(since, max(to, since), html), "push": push_id},
-        )
-    except Exception:  # the change is committed: a lost push costs its viewers a resync
+        if room is not None and room.ready.is_set():
+            await room.send(message)
+        else:  # no viewer here yet (or its room still joining the group): nothing to wait for
+            await get_channel_layer().group_send(group(chat_id), message)
+    except Exception:  # the change is committed: its viewers resync on the next push
         log.exception("pushing chat %s failed; its viewers will resync", chat_id)
 
 

@@ -91,19 +91,31 @@ def page(chat: Chat) -> tuple[int, list[Turn]]:
 def changes(chat_id: uuid.UUID, since: int) -> Changes:
     chat = Chat.objects.select_related("workspace").get(pk=chat_id)
     upto = chat.version
+    # Only the kinds that changed since are looked for. A chat whose version is past every
+    # kind's was written by code that keeps no kind versions (a rolling upgrade, a
+    # downgrade and back): then everything is.
+    kinds = (chat.meta_version, chat.turns_version, chat.replies_version, chat.rows_version)
+    if upto > max(kinds):
+        since_kind = dict.fromkeys(("turns", "replies", "rows"), upto)
+    else:
+        since_kind = {
+            "turns": chat.turns_version,
+            "replies": chat.replies_version,
+            "rows": chat.rows_version,
+        }
     changed: list[InferenceAttempt] = []
-    if chat.turns_version > since:  # only the kinds that changed since are looked for
+    if since_kind["turns"] > since:
         changed = list(chat.attempts.filter(version__gt=since, created_version__lte=upto))
     new_ids = {a.pk for a in changed if a.created_version > since}
     new_turns = turns(chat, [a for a in changed if a.pk in new_ids], upto)
     old_turns = turns_heads(chat, [a for a in changed if a.pk not in new_ids], upto)
     replies: list[Message] = []
-    if chat.replies_version > since:
+    if since_kind["replies"] > since:
         replies = list(
             Message.objects.filter(chat=chat, version__gt=since).exclude(attempt__in=new_ids)
         )
     rows_list: list[ToolActivity] = []
-    if chat.rows_version > since:
+    if since_kind["rows"] > since:
         rows = ToolActivity.objects.filter(
             chat=chat, version__gt=since, created_version__lte=upto
         ).exclude(attempt__in=new_ids)

@@ -83,7 +83,10 @@ CLAUDE_QUESTION = {
 
 
 def test_an_approvers_answer_is_recorded_and_shown_on_the_row(acme, asking):
+    from activity.broadcast import render_changes
+
     alice = person(acme, "alice", Role.APPROVER)
+    before = Chat.objects.get(pk=asking.chat_id).version
     response = alice.post(
         f"/prompts/{asking.pk}/answer", {"choice": "allow-once"}, HTTP_HX_REQUEST="true"
     )
@@ -94,6 +97,8 @@ def test_an_approvers_answer_is_recorded_and_shown_on_the_row(acme, asking):
     assert asking.answered_from.startswith("127.0.0.1")
     page = alice.get(f"/chats/{asking.chat_id}/").content.decode()
     assert "Allowed once by alice" in page and 'name="choice"' not in page
+    pushed, _ = render_changes(asking.chat_id, before)  # what every other viewer is sent
+    assert "Allowed once by alice" in pushed
 
 
 def test_a_viewer_may_watch_but_not_answer(acme, asking):

@@ -13,6 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from activity import answers, presence, reads
+from activity.broadcast import render_changes
 from activity.contract import tool_activity_json_schema
 from activity.frames import runner_frame
 from activity.ingest import ingest
@@ -189,7 +190,9 @@ def test_a_member_comments_on_a_call_and_everyone_sees_it(acme, alice):
     assert response.status_code == 204
     assert Comment.objects.get(tool=row).text == "Why <b>a.py</b>?"
     row.refresh_from_db()
-    assert row.version > version  # pushed to every viewer as a change of the row
+    assert row.version > version
+    pushed, _ = render_changes(chat.pk, version)  # what every other viewer is sent
+    assert "Why &lt;b&gt;a.py&lt;/b&gt;?" in pushed
     page = alice.get(f"/chats/{chat.pk}/").content.decode()
     assert "Why &lt;b&gt;a.py&lt;/b&gt;?" in page
 
