@@ -130,6 +130,8 @@ def _database(url: str) -> dict[str, Any]:
         config["OPTIONS"] = {"pool": {"min_size": 1, "max_size": 8}}
         # Explicit, or a live-server child process looks for test_test_<name> (channels#2176).
         config["TEST"] = {"NAME": f"test_{config['NAME']}"}
+    else:  # search and its migration are written for these two
+        raise ImproperlyConfigured(f"DATABASE_URL: koruweb runs on SQLite or PostgreSQL, not {url}")
     return config
 
 

@@ -87,6 +87,42 @@ def permission(seq: int, request_id: int, call_id: str, title: str) -> dict[str,
     )
 
 
+CLAUDE_QUESTION = {  # Claude Code's AskUserQuestion, as claude-code-acp sends it
+    "question_0": {
+        "type": "string",
+        "title": "Database",
+        "oneOf": [
+            {"const": "Postgres", "title": "Postgres", "description": "Relational, robust"},
+            {"const": "SQLite", "title": "SQLite", "description": "Single file"},
+        ],
+    },
+    "question_0_custom": {"type": "string", "title": "Other"},
+}
+
+
+def elicitation(
+    seq: int,
+    request_id: int,
+    properties: dict[str, Any],
+    message: str = "Which database should I use?",
+) -> dict[str, Any]:
+    """An agent's form question (``elicitation/create``) with these schema properties."""
+    return acp(
+        seq,
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "sessionId": "s1",
+                "message": message,
+                "requestedSchema": {"type": "object", "properties": properties},
+            },
+        },
+    )
+
+
 def outcome(seq: int, request_id: int, option_id: str | None) -> dict[str, Any]:
     chosen = (
         {"outcome": "selected", "optionId": option_id} if option_id else {"outcome": "cancelled"}

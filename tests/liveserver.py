@@ -7,6 +7,7 @@ use the Redis channel layer, so the test process can reach the child's sockets t
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import ctypes
 import os
@@ -68,7 +69,7 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-class Child:
+class Child(abc.ABC):
     """A server in a child process on a free port of 127.0.0.1, its output in ``log``."""
 
     name = "server"
@@ -81,11 +82,13 @@ class Child:
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
 
+    @abc.abstractmethod
     def command(self) -> list[str]:
-        raise NotImplementedError
+        """The server's command line."""
 
+    @abc.abstractmethod
     def ready(self) -> bool:
-        raise NotImplementedError
+        """Whether the server answers yet."""
 
     @property
     def pid(self) -> int:

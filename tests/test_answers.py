@@ -52,36 +52,6 @@ def asking(acme) -> Prompt:
     return Prompt.objects.get(chat_id=change.chat_id)
 
 
-def question(chat_id: uuid.UUID, seq: int, request_id: int, schema: dict) -> dict:
-    return frames.acp(
-        seq,
-        {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "elicitation/create",
-            "params": {
-                "mode": "form",
-                "sessionId": "s1",
-                "message": "Which database should I use?",
-                "requestedSchema": {"type": "object", "properties": schema},
-            },
-        },
-    )
-
-
-CLAUDE_QUESTION = {
-    "question_0": {
-        "type": "string",
-        "title": "Database",
-        "oneOf": [
-            {"const": "Postgres", "title": "Postgres", "description": "Relational, robust"},
-            {"const": "SQLite", "title": "SQLite", "description": "Single file"},
-        ],
-    },
-    "question_0_custom": {"type": "string", "title": "Other"},
-}
-
-
 def test_an_approvers_answer_is_recorded_and_shown_on_the_row(acme, asking):
     from activity.broadcast import render_changes
 
@@ -169,7 +139,7 @@ def test_a_prompt_closed_by_the_end_of_its_turn_can_no_longer_be_answered(acme, 
 
 
 def test_a_question_takes_an_option_or_free_text_in_its_other_box(acme, asking):
-    apply(asking.chat_id, question(asking.chat_id, 4, 8, CLAUDE_QUESTION))
+    apply(asking.chat_id, frames.elicitation(4, 8, frames.CLAUDE_QUESTION))
     prompt = Prompt.objects.get(chat_id=asking.chat_id, kind="question")
     assert prompt.questions[0]["allow_other"] and prompt.questions[0]["header"] == "Database"
     alice = person(acme, "alice", Role.APPROVER)
@@ -186,7 +156,7 @@ def test_a_question_takes_an_option_or_free_text_in_its_other_box(acme, asking):
 
 
 def test_a_question_refuses_a_label_it_did_not_offer(acme, asking):
-    apply(asking.chat_id, question(asking.chat_id, 4, 8, CLAUDE_QUESTION))
+    apply(asking.chat_id, frames.elicitation(4, 8, frames.CLAUDE_QUESTION))
     prompt = Prompt.objects.get(chat_id=asking.chat_id, kind="question")
     alice = person(acme, "alice", Role.APPROVER)
     response = alice.post(f"/prompts/{prompt.pk}/answer", {"question_0": "Oracle"})
@@ -201,7 +171,7 @@ def test_a_list_valued_question_takes_several_options(acme, asking):
             "items": {"anyOf": [{"const": "Python"}, {"const": "Rust"}, {"const": "Go"}]},
         }
     }
-    apply(asking.chat_id, question(asking.chat_id, 4, 8, schema))
+    apply(asking.chat_id, frames.elicitation(4, 8, schema))
     prompt = Prompt.objects.get(chat_id=asking.chat_id, kind="question")
     assert prompt.questions[0]["multi_select"]
     alice = person(acme, "alice", Role.APPROVER)
@@ -212,7 +182,7 @@ def test_a_list_valued_question_takes_several_options(acme, asking):
 
 def test_a_secret_answer_is_never_stored_and_is_refused_while_the_runner_is_offline(acme, asking):
     secret = {"token": {"type": "string", "title": "Deploy token", "secret": True}}
-    apply(asking.chat_id, question(asking.chat_id, 4, 9, secret))
+    apply(asking.chat_id, frames.elicitation(4, 9, secret))
     prompt = Prompt.objects.get(chat_id=asking.chat_id, kind="question")
     assert prompt.secret and prompt.questions[0]["secret"]
     alice = person(acme, "alice", Role.APPROVER)

@@ -46,19 +46,6 @@ PHONE: dict[str, Any] = {
     "is_mobile": True,
     "has_touch": True,
 }
-CLAUDE_QUESTION = {  # Claude Code's AskUserQuestion, as claude-code-acp sends it
-    "question_0": {
-        "type": "string",
-        "title": "Database",
-        "oneOf": [
-            {"const": "Postgres", "title": "Postgres", "description": "Relational, robust"},
-            {"const": "SQLite", "title": "SQLite", "description": "Single file"},
-        ],
-    },
-    "question_0_custom": {"type": "string", "title": "Other"},
-}
-
-
 # --- the agent's side ------------------------------------------------------------------------
 
 
@@ -75,23 +62,6 @@ def ask_permission(runner: Runner, options: list[dict[str, str]] | None = None) 
         request,
     )
     return row_of(runner, "call_1")
-
-
-def ask_question(seq: int, request_id: int) -> dict[str, Any]:
-    return frames.acp(
-        seq,
-        {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "elicitation/create",
-            "params": {
-                "mode": "form",
-                "sessionId": "s1",
-                "message": "Which database should I use?",
-                "requestedSchema": {"type": "object", "properties": CLAUDE_QUESTION},
-            },
-        },
-    )
 
 
 def selected(option_id: str, request_id: int = REQUEST) -> dict[str, Any]:
@@ -197,7 +167,7 @@ def test_a_question_answered_in_its_other_box_reaches_the_agent_as_its_custom_an
     sign_in(page, member(team.workspace, "bob", Role.APPROVER))
     open_chat(page, live, runner.chat_id)
 
-    runner.send(ask_question(2, request_id=8))
+    runner.send(frames.elicitation(2, 8, frames.CLAUDE_QUESTION))
     question = page.locator(f"#turn-head-{attempt} .standalone .prompt-box")
     expect(question.locator("legend")).to_have_text("Database Which database should I use?")
     expect(question.locator("label.option")).to_have_text(
