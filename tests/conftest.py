@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+pytest_plugins = ["tests.agents.real.fixtures"]
+
 _tmp = Path(tempfile.mkdtemp(prefix="koruweb-tests-"))
 
 
