@@ -2,7 +2,9 @@
 
 Exit codes: 0 every turn ended and every frame is acknowledged; 1 the server could not be
 reached in time; 2 the server refused this runner (bad token, someone else's chat); 3 the agent
-command does not exist or would not start; 4 the agent exited during a turn; 130 interrupted.
+command does not exist or would not start; 4 the agent exited during a turn; 5 the agent has
+no such mode as ``--mode``; 6 the agent asks to authenticate and no method's credentials are set;
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from acp import PROTOCOL_VERSION, Client, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, Client, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     ClientCapabilities,
@@ -26,11 +28,14 @@ from acp.schema import (
     Implementation,
 )
 
+from activity.runner import setup
 from activity.runner.link import Fatal, Link, say
 from activity.runner.outbox import Outbox
+from activity.runner.spawn import spawn
 from activity.runner.turns import RunnerClient, TurnTable
 
 READ_LIMIT = 64 * 1024 * 1024  # the agent's longest line the runner will read
+AUTH_REQUIRED = -32000  # JSON-RPC error code: "Authentication required"
 
 
 class Exit(Exception):
@@ -117,15 +122,14 @@ class Runner:
 
     @contextlib.asynccontextmanager
     async def agent(self) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
-        program, *args = self.options.command
+        program = self.options.command[0]
         try:
-            async with spawn_agent_process(
+            async with spawn(
                 cast(Client, RunnerClient(self.table)),
-                program,
-                *args,
-                env=dict(os.environ),  # API keys, HOME, PATH: the agent needs them all
+                self.options.command,
+                env=os.environ,  # API keys, HOME, PATH: the agent needs them all
                 cwd=self.options.cwd,
-                transport_kwargs={"stderr": None, "limit": READ_LIMIT},
+                limit=READ_LIMIT,
                 observers=[self.table.observe],
                 use_unstable_protocol=True,
             ) as (conn, process):
@@ -145,24 +149,52 @@ class Runner:
                 client_capabilities=capabilities,
                 client_info=Implementation(name="koruweb", version="0.1.0"),
             )
-            session = await conn.new_session(cwd=os.path.abspath(self.options.cwd), mcp_servers=[])
+            session = await self.new_session(conn, init.model_dump(by_alias=True, mode="json"))
         except ConnectionError:
             raise Exit(3, "the agent exited before it started a session") from None
+        except RequestError as error:
+            raise Exit(3, f"the agent would not start a session: {error}") from None
         info = init.agent_info
         self.agent_name = info.name if info else self.options.command[0]
         self.agent_version = info.version if info else ""
         self.session_id = session.session_id
         if self.options.mode:
-            await self.set_mode(conn, session)
+            await self.set_mode(conn, setup.modes(session.model_dump(by_alias=True, mode="json")))
 
-    async def set_mode(self, conn: ClientSideConnection, session: Any) -> None:
+    async def new_session(self, conn: ClientSideConnection, init: dict[str, Any]) -> Any:
+        """``session/new``; when the agent asks to authenticate first, with the first method
+        whose credentials are in the environment."""
+        cwd = os.path.abspath(self.options.cwd)
+        try:
+            return await conn.new_session(cwd=cwd, mcp_servers=[])
+        except RequestError as error:
+            if error.code != AUTH_REQUIRED:
+                raise
+        methods = setup.auth_methods(init)
+        method = setup.pick(methods, os.environ)
+        if method is None:
+            raise Exit(6, setup.no_credentials(methods))
+        try:
+            await conn.authenticate(method_id=method.id)
+        except RequestError as error:
+            raise Exit(6, f"the agent refused authentication with {method.id}: {error}") from None
+        return await conn.new_session(cwd=cwd, mcp_servers=[])
+
+    async def set_mode(self, conn: ClientSideConnection, modes: setup.Modes) -> None:
         mode = self.options.mode
         assert mode is not None
-        options = session.config_options or []
-        if any(getattr(o.root, "id", None) == "mode" for o in options):
-            await conn.set_config_option(session_id=self.session_id, config_id="mode", value=mode)
-        else:
-            await conn.set_session_mode(session_id=self.session_id, mode_id=mode)
+        if mode not in modes.ids:
+            offered = modes.describe() or "none"
+            raise Exit(5, f"the agent has no mode {mode!r}; its modes: {offered}")
+        try:
+            if modes.config_id is not None:
+                await conn.set_config_option(
+                    session_id=self.session_id, config_id=modes.config_id, value=mode
+                )
+            else:
+                await conn.set_session_mode(session_id=self.session_id, mode_id=mode)
+        except RequestError as error:
+            raise Exit(5, f"the agent refused mode {mode!r}: {error}") from None
 
     async def prompts(self) -> AsyncIterator[str]:
         if self.options.prompts:

@@ -262,3 +262,14 @@ def test_an_agent_that_exits_mid_turn_is_exit_code_4_and_its_calls_fail(server, 
     assert last_turn(run.chat_id).stop_reason == "agent_exited"
     row = ToolActivity.objects.get(chat_id=run.chat_id)
     assert (row.status, row.error_code) == ("failed", "agent_exited")
+
+
+def test_a_mode_the_agent_does_not_have_is_refused_before_the_first_turn_with_exit_code_5(
+    server, token
+):
+    run = sdk("basic", server, token, "--mode", "yolo")
+    code, err = run.finish()
+    assert code == 5, err
+    assert "the agent has no mode 'yolo'; its modes: default (Default), auto (Auto)" in err
+    assert "Traceback" not in err
+    assert not InferenceAttempt.objects.filter(chat_id=run.chat_id).exists()
