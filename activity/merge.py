@@ -213,7 +213,7 @@ def apply_update(
     elif update.locations and not s.input_seen:
         changes["agent_input"] = bound(render_locations(update.locations), limits.content_chars)
     output = _output(update, s.content_seen, prompt=prompt)
-    if update.content is not None and (update.content or not prompt):
+    if update.content is not None and not prompt:
         changes["content_seen"] = bool(output)
     if output is not None:
         text = output or None
@@ -238,9 +238,14 @@ def _meta_tool_name(meta: dict[str, Any] | None) -> str | None:
 def _output(update: ToolCallFields, content_seen: bool, *, prompt: bool) -> str | None:
     """The new output text, "" to empty it, or None to leave it as it is.
 
-    ``content`` is what the agent shows; ``rawOutput`` stands in only while there is none.
+    ``content`` is what the agent shows; ``rawOutput`` stands in only while there is none. A
+    permission request's content is what it asked: it stands in for the output only until the
+    call's own content or ``rawOutput`` arrives, and never replaces either.
     """
     raw_output = None if update.raw_output == "" else update.raw_output
+    if prompt:
+        text = render_content(update.content) if update.content else ""
+        return text or None if not content_seen else None
     if update.content is not None:
         text = render_content(update.content)
         if text or (not prompt and raw_output is None):
@@ -279,6 +284,8 @@ def _error_message(code: ToolErrorCode | None, ctx: MergeContext) -> str | None:
 
 
 def _error_code(s: CallState, status: ToolStatus) -> ToolErrorCode | None:
+    if s.approval is ToolApproval.DENIED and status in (ToolStatus.FAILED, ToolStatus.CANCELLED):
+        return ToolErrorCode.PERMISSION_DENIED  # denied by a person, however the agent ends it
     if status is ToolStatus.CANCELLED:
         return ToolErrorCode.CANCELLED
     if status is not ToolStatus.FAILED:
@@ -320,9 +327,11 @@ def ask_permission(
         asked = f"{request.title}\n{request.description}" if request.description else request.title
     else:
         asked = call.title or s.agent_label or s.tool_name
-    return replace(
-        s, agent_summary=bound(asked, ctx.limits.short_chars), approval=ToolApproval.PENDING
-    )
+    shown = render_content(call.content) if call.content else ""
+    summary = bound(f"{asked}\n\n{shown}" if shown else asked, ctx.limits.short_chars)
+    if shown:  # the change or command it showed must fit: the content bound
+        summary = bound(f"{asked}\n\n{shown}", ctx.limits.content_chars)
+    return replace(s, agent_summary=summary, approval=ToolApproval.PENDING)
 
 
 def ask_question(
@@ -347,12 +356,16 @@ def close_prompt(s: CallState, approval: ToolApproval, ctx: MergeContext) -> Cal
     s = replace(s, approval=approval)
     if approval is ToolApproval.APPROVED and s.started_at is None and not s.is_final:
         s = replace(s, started_at=ctx.at)
-    if approval is ToolApproval.DENIED and s.status is ToolStatus.FAILED:
-        s = replace(
-            s,
-            error_code=ToolErrorCode.PERMISSION_DENIED,
-            error_message=_error_message(ToolErrorCode.PERMISSION_DENIED, ctx),
-        )
+    if approval is ToolApproval.DENIED:
+        # A call a person denied never runs, whatever the agent does next: it fails now, and a
+        # later failure or cancellation from the agent keeps the reason (see _error_code).
+        s = set_status(s, ToolStatus.FAILED, ctx) if not s.is_final else s
+        if s.status in (ToolStatus.FAILED, ToolStatus.CANCELLED):
+            s = replace(
+                s,
+                error_code=ToolErrorCode.PERMISSION_DENIED,
+                error_message=_error_message(ToolErrorCode.PERMISSION_DENIED, ctx),
+            )
     return s
 
 

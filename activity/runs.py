@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from django import forms
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
 
-from activity.contract import ToolApproval, ToolStatus
+from activity.contract import ToolApproval, ToolErrorCode, ToolStatus
 from activity.models import Chat, InferenceAttempt, Prompt, ToolActivity, Workspace
 
 PAGE_SIZE = 50
@@ -64,7 +64,9 @@ class RunFilter(forms.Form):
             )
             chats = chats.filter(Exists(open_prompts))
         if f["failures"]:
-            failed = ToolActivity.objects.filter(chat=OuterRef("pk"), status=ToolStatus.FAILED)
+            failed = ToolActivity.objects.filter(
+                chat=OuterRef("pk"), status=ToolStatus.FAILED
+            ).exclude(error_code=ToolErrorCode.PERMISSION_DENIED)  # "a person denied" is its own
             chats = chats.filter(Exists(failed))
         if f["denied"]:
             denied = Prompt.objects.filter(

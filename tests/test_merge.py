@@ -914,7 +914,66 @@ def test_closing_the_prompt_records_the_answer(answer: ToolApproval) -> None:
     s = replay(tool_call(status="pending"), permission(), PromptClosed(answer))
 
     assert s.approval is answer
-    assert s.status is ToolStatus.PROPOSED
+    assert s.status is (ToolStatus.FAILED if answer is ToolApproval.DENIED else ToolStatus.PROPOSED)
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        [],
+        [TurnEnded()],
+        [TurnCancelled()],
+        [tool_call_update(status="failed")],
+        [tool_call_update(status="cancelled")],
+        [TurnCancelled(), tool_call_update(status="cancelled")],
+    ],
+    ids=["nothing more", "turn ends", "turn cancelled", "failed", "cancelled", "both"],
+)
+def test_a_call_a_person_denied_ends_permission_denied_whatever_the_agent_does_next(
+    after: list[Event],
+) -> None:
+    # gemini says nothing more and ends the turn; codex cancels the turn; claude fails the call.
+    s = replay(tool_call(status="pending"), permission(), PromptClosed(ToolApproval.DENIED), *after)
+
+    assert s.approval is ToolApproval.DENIED
+    assert s.status in (ToolStatus.FAILED, ToolStatus.CANCELLED)
+    assert s.error_code is ToolErrorCode.PERMISSION_DENIED
+    assert s.error_message == ERROR_MESSAGES[ToolErrorCode.PERMISSION_DENIED]
+    assert s.completed_at == 3_000 and s.started_at is None
+
+
+def test_what_a_permission_request_showed_is_its_summary_and_the_calls_own_output_follows():
+    # codex-acp: the request's toolCall content is the prompt's text; the command's output
+    # comes later, as rawOutput only.
+    asked = "Proposed Amendment: allow `make`\nAvailable Decisions: approved, abort"
+    s = replay(
+        tool_call(status="pending", title="make", kind="execute"),
+        permission(title="make", content=[text(asked)]),
+        PromptClosed(ToolApproval.APPROVED),
+        tool_call_update(status="completed", rawOutput={"stdout": "built\n", "exit_code": 0}),
+    )
+
+    assert s.agent_summary == f"make\n\n{asked}"
+    assert s.agent_output is not None and "built" in s.agent_output
+    assert "Proposed Amendment" not in s.agent_output
+
+
+def test_a_permission_requests_content_never_replaces_the_calls_own_output():
+    s = replay(
+        tool_call(title="Edit a", kind="edit", content=[diff("/w/a", "x\n", "y\n")]),
+        permission(title="Edit a", content=[text("May I?")]),
+    )
+
+    assert s.agent_output is not None and "+y" in s.agent_output
+    assert s.agent_summary == "Edit a\n\nMay I?"
+
+
+def test_a_long_diff_a_permission_request_showed_fits_the_content_bound():
+    big = "\n".join(f"line {n}" for n in range(200))
+    s = replay(permission(title="Edit big", content=[diff("/w/big", "", big)]))
+
+    assert s.agent_summary is not None and s.agent_summary.startswith("Edit big\n\n--- ")
+    assert 512 < len(s.agent_summary) <= 16_384 and "+line 199" in s.agent_summary
 
 
 @pytest.mark.parametrize("end", [TurnEnded(), TurnCancelled()], ids=["ended", "cancelled"])
@@ -1069,7 +1128,7 @@ def test_claude_agent_acp_bash_call_in_manual_mode() -> None:
     assert s.status is ToolStatus.COMPLETED
     assert s.approval is ToolApproval.APPROVED
     assert s.agent_label == CLAUDE_COMMAND
-    assert s.agent_summary == CLAUDE_COMMAND
+    assert s.agent_summary == f"{CLAUDE_COMMAND}\n\nCreate a demo file"
     assert s.agent_input == CLAUDE_COMMAND
     assert s.agent_output == "```console\ncreated\n```"
     assert s.result_bytes == len(b"```console\ncreated\n```")
@@ -1101,7 +1160,7 @@ def test_claude_agent_acp_rejected_call_is_permission_denied() -> None:
     assert s.error_code is ToolErrorCode.PERMISSION_DENIED
     assert s.error_message == ERROR_MESSAGES[ToolErrorCode.PERMISSION_DENIED]
     assert s.started_at is None
-    assert s.completed_at == 5_000
+    assert s.completed_at == 4_000  # when the person said no
     assert s.agent_input == CLAUDE_COMMAND
     assert s.agent_output == "User refused permission to run tool"
 
@@ -1204,7 +1263,9 @@ def test_gemini_permission_request_without_a_tool_call_then_only_completed() -> 
     assert s.status is ToolStatus.COMPLETED
     assert s.approval is ToolApproval.APPROVED
     assert s.agent_label == "Edit README.md"
-    assert s.agent_summary == "Edit README.md"
+    assert s.agent_summary == (
+        "Edit README.md\n\n--- a/w/README.md\n+++ b/w/README.md\n@@ -1 +1 @@\n-old\n+new"
+    )
     assert s.agent_input == "/w/README.md"
     assert s.agent_output == "--- a/w/README.md\n+++ b/w/README.md\n@@ -1 +1 @@\n-old\n+new"
     assert s.tool_name == "edit"
@@ -1379,9 +1440,9 @@ def test_any_sequence_of_events_keeps_the_rows_promises(specs: list[Any]) -> Non
         assert s.read_only is (s.agent_kind in READ_ONLY_KINDS)
 
         # Bounds.
-        for short in (s.agent_label, s.agent_summary, s.error_message):
+        for short in (s.agent_label, s.error_message):
             assert short is None or len(short) <= GEN_LIMITS.short_chars
-        for long in (s.agent_input, s.agent_output):
+        for long in (s.agent_input, s.agent_output, s.agent_summary):
             assert long is None or len(long) <= GEN_LIMITS.content_chars
         assert (s.agent_output is None) == (s.result_bytes is None)
         assert s.result_bytes is None or s.result_bytes >= len(s.agent_output or "") > 0
@@ -1390,8 +1451,11 @@ def test_any_sequence_of_events_keeps_the_rows_promises(specs: list[Any]) -> Non
         assert (s.completed_at is not None) == (s.status in FINAL_STATUSES)
         assert (s.error_code is not None) == (s.status in (ToolStatus.FAILED, ToolStatus.CANCELLED))
         assert s.error_message == (ERROR_MESSAGES[s.error_code] if s.error_code else None)
-        if s.status is ToolStatus.CANCELLED:
-            assert s.error_code is ToolErrorCode.CANCELLED
+        if s.approval is ToolApproval.DENIED and s.status is not ToolStatus.COMPLETED:
+            assert s.status in (ToolStatus.FAILED, ToolStatus.CANCELLED), "denied never runs"
+            assert s.error_code is ToolErrorCode.PERMISSION_DENIED
+        elif s.status is ToolStatus.CANCELLED:  # a call denied earlier keeps its reason
+            assert s.error_code in (ToolErrorCode.CANCELLED, ToolErrorCode.PERMISSION_DENIED)
         if isinstance(event, (TurnCancelled, TurnEnded, AgentExited)):
             assert s.approval is not ToolApproval.PENDING
         if isinstance(event, (RequestPermission, CreateElicitation)):
@@ -1409,7 +1473,12 @@ def test_any_sequence_of_events_keeps_the_rows_promises(specs: list[Any]) -> Non
         status_word = sent.get("status")
         if status_word and status_word not in KNOWN_STATUS:
             assert s.status is before.status, "an unknown status leaves the status as it was"
-        if isinstance(event, (RequestPermission, CreateElicitation, PromptClosed, TurnEnded)):
+        denial = (
+            event == PromptClosed(ToolApproval.DENIED) and before.approval is ToolApproval.PENDING
+        )
+        if denial and before.status not in FINAL:
+            assert s.status is ToolStatus.FAILED, "a denied call ends when the person says no"
+        elif isinstance(event, (RequestPermission, CreateElicitation, PromptClosed, TurnEnded)):
             assert s.status is before.status, "a prompt never moves the status"
         if isinstance(event, PromptClosed) and before.approval is not ToolApproval.PENDING:
             assert s == before, "closing a prompt that is not open changes nothing"
