@@ -46,6 +46,7 @@ class TurnStarted(Numbered):
     agent_version: str = ""
     prompt: str = ""
     title: str | None = None
+    mode: Annotated[str, Field(max_length=100)] | None = None  # the session's mode, if known
 
 
 class Acp(Numbered):
@@ -73,6 +74,7 @@ class TurnEnded(Numbered):
     attempt_id: UUID4
     stop_reason: Annotated[str, Field(min_length=1, max_length=64)]
     usage: dict[str, Any] | None = None
+    error: Annotated[str, Field(max_length=2000)] | None = None  # the agent's, if it failed
 
 
 RunnerFrame = Annotated[TurnStarted | Acp | PromptOutcome | TurnEnded, Field(discriminator="type")]

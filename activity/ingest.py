@@ -36,6 +36,7 @@ from activity.merge import (
 from activity.merge import TurnEnded as TurnEndedEvent
 from activity.models import Chat, InferenceAttempt, Message, Prompt, PromptKind, ToolActivity
 from activity.protocol import (
+    ConfigOptionUpdate,
     CreateElicitation,
     CurrentModeUpdate,
     MessageChunk,
@@ -46,6 +47,7 @@ from activity.protocol import (
     SessionNotification,
     ToolCallContentChunk,
     ToolCallFields,
+    UnknownUpdate,
     UsageUpdate,
     ValidationError,
     parse_agent_message,
@@ -90,6 +92,8 @@ def ingest(chat_id: uuid.UUID, frames: list[NumberedFrame | tuple[int, str]]) ->
                 apply_frame(work, item)
             except FrameError as error:
                 errors.append((seq, str(error)))
+                if isinstance(item, Acp):
+                    add_note(work, f"A message from the agent could not be read: {error}")
             chat.last_seq = seq
         write(work, since)
         return Result(
@@ -107,8 +111,8 @@ def _preload_rows(work: Work, frames: list[NumberedFrame | tuple[int, str]]) -> 
     for item in frames:
         if isinstance(item, Acp):
             params = item.message.get("params")
-            update = params.get("update") if isinstance(params, dict) else None
-            for source in (update, params, (params or {}).get("toolCall")):
+            params = params if isinstance(params, dict) else {}
+            for source in (params.get("update"), params, params.get("toolCall")):
                 call_id = source.get("toolCallId") if isinstance(source, dict) else None
                 if isinstance(call_id, str):
                     ids.add(call_id)
@@ -153,6 +157,9 @@ def start_turn(work: Work, frame: TurnStarted) -> None:
         chat.agent_name = bound(frame.agent_name, 200) or ""
         chat.agent_version = bound(frame.agent_version, 100) or ""
         work.touch_meta("agent_name", "agent_version")
+    if frame.mode and frame.mode != chat.mode:
+        chat.mode = frame.mode
+        work.touch_meta("mode")
 
 
 def apply_acp(work: Work, frame: Acp) -> None:
@@ -170,7 +177,33 @@ def apply_acp(work: Work, frame: Acp) -> None:
         case _ if envelope.method == "session/cancel" and work.chat.current_attempt:
             # The runner asked the agent to stop: unfinished calls are cancelled at once.
             finish_turn(work, work.attempt(), "cancelled", frame.at)
-    # Responses, other requests and notifications change nothing a page shows.
+        case _ if envelope.method is not None and envelope.method not in UNDERSTOOD:
+            not_understood(work, envelope.method, asked=envelope.id is not None)
+    # Responses change nothing a page shows.
+
+
+UNDERSTOOD = {"session/update", "session/request_permission", "elicitation/create"}
+NOTES = 20  # a turn keeps this many different notes
+NOTE_CHARS = 600
+
+
+def not_understood(work: Work, method: str, *, asked: bool) -> None:
+    """A request koruweb does not serve, or a notification it does not know, is noted on the
+    turn; extension notifications (``_vendor/...``) are the agent's own business."""
+    if asked:
+        add_note(work, f"The agent asked for “{method}”, which koruweb does not serve (told so).")
+    elif not method.startswith("_") and method != "session/cancel":
+        add_note(work, f"The agent sent “{method}”, which koruweb does not understand.")
+
+
+def add_note(work: Work, text: str) -> None:
+    """Tell the page's readers about the current turn (once per text, a few per turn)."""
+    attempt = work.chat.current_attempt
+    text = bound(text, NOTE_CHARS) or ""
+    if attempt is None or text in attempt.notes or len(attempt.notes) >= NOTES:
+        return
+    attempt.notes = [*attempt.notes, text]
+    work.touch(attempt, "notes")
 
 
 def _describe(error: ValidationError) -> str:
@@ -204,10 +237,21 @@ def apply_update(work: Work, note: SessionNotification, at: int, cut_bytes: int 
         case CurrentModeUpdate():
             chat.mode = bound(update.current_mode_id, 100) or ""
             work.touch_meta("mode")
+        case ConfigOptionUpdate():
+            for option in update.config_options:  # the select of the session's mode, if any
+                current = option.get("currentValue")
+                if (option.get("category") == "mode" or option.get("id") == "mode") and isinstance(
+                    current, str
+                ):
+                    chat.mode = bound(current, 100) or ""
+                    work.touch_meta("mode")
         case SessionInfoUpdate() if update.title and not chat.title:
             chat.title = bound(update.title, 512) or ""
             work.touch_meta("title")
-    # Other update types are tolerated and change nothing shown.
+        case UnknownUpdate():
+            kind = update.session_update
+            add_note(work, f"The agent sent an update koruweb does not know: “{kind}”.")
+    # Other known update types are tolerated and change nothing shown.
 
 
 def merge_call(work: Work, event: Event, at: int, cut_bytes: int = 0) -> ToolActivity:
@@ -347,6 +391,8 @@ def end_turn(work: Work, frame: TurnEnded) -> None:
     attempt.ended_at, attempt.stop_reason = frame.at, frame.stop_reason
     attempt.usage = frame.usage
     work.touch(attempt, "ended_at", "stop_reason", "usage")
+    if frame.error:
+        add_note(work, f"The agent ended the turn with an error: {frame.error}")
     finish_turn(work, attempt, frame.stop_reason, frame.at)
 
 

@@ -8,7 +8,8 @@ Implements DESIGN.md "Merge rules" and ACP.md §8 for the columns of the contrac
    empty title never replaces a title, an empty ``{}`` input never replaces a real one.
    ``content`` replaces the whole output when present; ``[]`` empties it.
 3. Status is not a ladder: any order is accepted, but a final call (completed, failed,
-   cancelled) never goes back to proposed or running. A cancelled call may still complete.
+   cancelled) never goes back to proposed or running. A cancelled call stays cancelled,
+   whatever status word the agent sends after (issue 11: gemini says "completed").
 4. Unknown kinds and statuses are kept raw in helper columns; an unknown status leaves the
    contract's ``status`` as it was.
 5. A permission request or a question may be the first sight of a call: it creates or patches
@@ -265,8 +266,12 @@ def _with_identity(s: CallState) -> CallState:
 
 
 def set_status(s: CallState, status: ToolStatus, ctx: MergeContext) -> CallState:
-    """Move a call to ``status`` unless that would take a finished call back (rule 3)."""
-    if s.is_final and status not in FINAL_STATUSES:
+    """Move a call to ``status`` unless that would take a finished call back (rule 3).
+
+    A cancelled call stays cancelled whatever the agent says next: gemini reports a command it
+    stopped as ``completed``, claude as ``failed`` (the word is kept in ``agent_status``).
+    """
+    if s.is_final and status not in FINAL_STATUSES or s.status is ToolStatus.CANCELLED:
         return s
     changes: dict[str, Any] = {"status": status}
     if status is ToolStatus.RUNNING and s.started_at is None:

@@ -100,6 +100,8 @@ class InferenceAttempt(models.Model):
     stop_reason = models.CharField(max_length=64, blank=True)
     plan: models.JSONField[Any] = models.JSONField(default=list, blank=True)
     usage: models.JSONField[Any] = models.JSONField(null=True, blank=True)
+    # What koruweb did not understand of what the agent sent in this turn, for the page.
+    notes: models.JSONField[Any] = models.JSONField(default=list, blank=True)
     version = models.PositiveBigIntegerField(default=0)
     created_version = models.PositiveBigIntegerField(default=0)
 

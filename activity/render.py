@@ -107,5 +107,21 @@ def render_content(items: Iterable[ToolCallContent]) -> str:
     return "\n".join(text for text in map(render_content_item, items) if text)
 
 
+# Where agents put a command's output in ``rawOutput`` (codex-acp: ``aggregated_output`` is stdout
+# and stderr as the terminal showed them, ``formatted_output`` what the model was told).
+OUTPUT_KEYS = ("aggregated_output", "formatted_output", "output")
+
+
 def render_raw(raw: Any) -> str:
-    return raw if isinstance(raw, str) else as_json(raw)
+    """``rawOutput`` for a person: a command's output where the agent says which it is,
+    else the value itself (JSON for a structure)."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, dict):
+        for key in OUTPUT_KEYS:
+            if isinstance(raw.get(key), str) and raw[key]:
+                return str(raw[key])
+        streams = [raw.get(name) for name in ("stdout", "stderr")]
+        if any(isinstance(text, str) and text for text in streams):
+            return "".join(text for text in streams if isinstance(text, str))
+    return as_json(raw)

@@ -51,7 +51,7 @@ def test_a_mode_select_in_groups_and_a_session_with_only_modes_are_both_read():
     }
     assert setup.modes(grouped) == setup.Modes(("ask", "yolo"), ("Ask", "yolo"), "approvals")
     only = {"modes": {"currentModeId": "a", "availableModes": [{"id": "a", "name": "A"}]}}
-    assert setup.modes(only) == setup.Modes(("a",), ("A",), None)
+    assert setup.modes(only) == setup.Modes(("a",), ("A",), None, current="a")
 
 
 @pytest.mark.parametrize(
@@ -59,6 +59,23 @@ def test_a_mode_select_in_groups_and_a_session_with_only_modes_are_both_read():
 )
 def test_an_agent_without_modes_or_with_odd_shapes_has_no_modes(odd):
     assert setup.modes(odd).ids == ()
+
+
+@pytest.mark.parametrize(
+    ("agent", "current"), [("claude", "auto"), ("codex", "read-only"), ("gemini", "default")]
+)
+def test_the_mode_a_session_starts_in_is_known_before_any_is_set(agent, current):
+    assert setup.modes(captured(agent)["session/new"]).current == current
+
+
+def test_a_turns_usage_is_the_prompt_answers_or_what_gemini_reports_in_its_meta():
+    assert setup.usage({"stopReason": "end_turn", "usage": {"inputTokens": 5}}) == {
+        "inputTokens": 5
+    }
+    gemini = {"_meta": {"quota": {"token_count": {"input_tokens": 2400, "output_tokens": 68}}}}
+    assert setup.usage(gemini) == {"inputTokens": 2400, "outputTokens": 68, "totalTokens": 2468}
+    for nothing in ({}, {"_meta": {"quota": 1}}, {"_meta": {"quota": {"token_count": {"x": 1}}}}):
+        assert setup.usage(nothing) is None
 
 
 def test_codex_is_authenticated_with_the_method_whose_key_is_set():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -71,6 +72,7 @@ class Runner:
         self.table = TurnTable(self.outbox)
         self.link = Link(options.server, options.token, self.chat_id, self.outbox, self.answer)
         self.session_id = ""
+        self.mode: str | None = None  # the session's mode as the runner last knew it
         self.conn: ClientSideConnection | None = None
         self.turn: asyncio.Task[Any] | None = None
         self.interrupts = 0
@@ -130,6 +132,7 @@ class Runner:
                 env=os.environ,  # API keys, HOME, PATH: the agent needs them all
                 cwd=self.options.cwd,
                 limit=READ_LIMIT,
+                warn=say,
                 observers=[self.table.observe],
                 use_unstable_protocol=True,
             ) as (conn, process):
@@ -158,8 +161,11 @@ class Runner:
         self.agent_name = info.name if info else self.options.command[0]
         self.agent_version = info.version if info else ""
         self.session_id = session.session_id
+        modes = setup.modes(session.model_dump(by_alias=True, mode="json"))
+        self.mode = modes.current
         if self.options.mode:
-            await self.set_mode(conn, setup.modes(session.model_dump(by_alias=True, mode="json")))
+            await self.set_mode(conn, modes)
+            self.mode = self.options.mode
 
     async def new_session(self, conn: ClientSideConnection, init: dict[str, Any]) -> Any:
         """``session/new``; when the agent asks to authenticate first, with the first method
@@ -220,6 +226,7 @@ class Runner:
                 "agent_version": self.agent_version,
                 "prompt": prompt,
                 "title": self.options.title or prompt.splitlines()[0][:200],
+                "mode": self.mode,
             }
         )
         self.turn = asyncio.create_task(
@@ -230,26 +237,33 @@ class Runner:
             await asyncio.wait({self.turn, exited}, return_when=asyncio.FIRST_COMPLETED)
             if self.turn.done() and not self.turn.exception():
                 result = self.turn.result()
-                usage = result.usage.model_dump(by_alias=True) if result.usage else None
+                usage = setup.usage(result.model_dump(by_alias=True, mode="json"))
                 self.end_turn(attempt_id, result.stop_reason, usage)
+                return
+            error = self.turn.exception() if self.turn.done() else None
+            if isinstance(error, RequestError) and not exited.done():
+                # The agent answered the prompt with an error (its model API failed, say):
+                # this turn is over, the agent and the run go on.
+                say(f"the agent ended the turn with an error: {error}")
+                self.table.cancel_all()
+                self.end_turn(attempt_id, "agent_error", error=str(error)[:2000])
                 return
             self.table.cancel_all()
             self.end_turn(attempt_id, "agent_exited")
-            code = process.returncode if exited.done() else await process.wait()
+            if not exited.done():  # the agent lives but its connection broke: stop it
+                say(f"lost the connection to the agent: {error}")
+                process.kill()
+            code = await process.wait()
             raise Exit(4, f"the agent exited with code {code} during a turn")
         finally:
             exited.cancel()
             self.turn = None
 
-    def end_turn(self, attempt_id: uuid.UUID, stop_reason: str, usage: Any = None) -> None:
-        self.outbox.add(
-            {
-                "type": "turn_ended",
-                "attempt_id": str(attempt_id),
-                "stop_reason": stop_reason,
-                "usage": usage,
-            }
-        )
+    def end_turn(
+        self, attempt_id: uuid.UUID, stop_reason: str, usage: Any = None, error: str | None = None
+    ) -> None:
+        frame = {"attempt_id": str(attempt_id), "stop_reason": stop_reason[:64], "usage": usage}
+        self.outbox.add({"type": "turn_ended", **frame, **({"error": error} if error else {})})
 
     async def flush(self, link: asyncio.Task[None]) -> None:
         """Wait until the server has every frame."""
@@ -269,7 +283,20 @@ class Runner:
         asyncio.get_running_loop().create_task(self.conn.cancel(session_id=self.session_id))
 
 
+class OneLine(logging.Formatter):
+    """The SDK logs what it could not handle with a traceback; a person needs one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        error = record.exc_info[1] if record.exc_info else None
+        text = f"koruweb: {record.getMessage()}" + (f": {error!r}" if error else "")
+        return text.splitlines()[0][:300]
+
+
 def run(options: Options) -> int:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLine())
+    logging.basicConfig(handlers=[handler], level=logging.WARNING, force=True)
+
     async def main() -> int:
         runner = Runner(options)
         loop = asyncio.get_running_loop()

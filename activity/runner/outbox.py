@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections import deque
 from typing import Any
@@ -24,6 +25,7 @@ def now_ms() -> int:
 
 
 MARK = "…[cut by the runner]"
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def cut_strings(value: Any, limit: int) -> tuple[Any, int]:
@@ -61,15 +63,21 @@ def cut_message(message: dict[str, Any], limit: int) -> tuple[dict[str, Any], in
     return cut, output_lost
 
 
+def dumps(frame: dict[str, Any]) -> str:
+    """A frame as JSON text that is valid UTF-8: a lone surrogate (which JSON can carry but
+    UTF-8 cannot) becomes U+FFFD, as any decoder would show it."""
+    return LONE_SURROGATE.sub("\ufffd", json.dumps(frame, ensure_ascii=False))
+
+
 def fit(frame: dict[str, Any]) -> str:
     """Serialise a frame, cutting its strings harder until it fits the budget."""
-    text = json.dumps(frame, ensure_ascii=False)
+    text = dumps(frame)
     for limit in STRING_LIMITS:
         if len(text.encode()) <= FRAME_BUDGET:
             return text
         message, lost = cut_message(frame["message"], limit)
         frame = {**frame, "message": message, "cut_bytes": frame.get("cut_bytes", 0) + lost}
-        text = json.dumps(frame, ensure_ascii=False)
+        text = dumps(frame)
     if len(text.encode()) > FRAME_BUDGET:
         frame = {**frame, "message": {"jsonrpc": "2.0", "method": "_koruweb/too_large"}}
         text = json.dumps(frame)
@@ -84,10 +92,15 @@ class Outbox:
         self.changed = asyncio.Event()  # set when a frame is added or acknowledged
 
     def add(self, frame: dict[str, Any]) -> int:
-        """Number, stamp and queue a frame. Synchronous: the order of calls is the wire order."""
+        """Number, stamp and queue a frame. Synchronous: the order of calls is the wire order.
+
+        The number is taken only once the frame is written, so a frame that cannot be written
+        leaves no gap in the numbers (a gap would make the server refuse every later frame).
+        """
+        frame = {**frame, "seq": self.seq + 1, "at": now_ms()}
+        text = fit(frame) if frame["type"] == "acp" else dumps(frame)
         self.seq += 1
-        frame = {**frame, "seq": self.seq, "at": now_ms()}
-        self.frames.append((self.seq, fit(frame) if frame["type"] == "acp" else json.dumps(frame)))
+        self.frames.append((self.seq, text))
         self.changed.set()
         return self.seq
 

@@ -65,6 +65,7 @@ class Modes:
     ids: tuple[str, ...]
     names: tuple[str, ...]
     config_id: str | None  # set through this config option, else through session/set_mode
+    current: str | None = None
 
     def describe(self) -> str:
         return ", ".join(
@@ -79,14 +80,37 @@ def modes(session: Mapping[str, Any]) -> Modes:
         if option.get("type", "select") != "select" or not isinstance(option.get("id"), str):
             continue
         if option.get("category") == "mode" or option["id"] == "mode":
-            return _modes(_flat(option.get("options")), "value", option["id"])
+            listed = _flat(option.get("options"))
+            return _modes(listed, "value", option["id"], option.get("currentValue"))
     state = session.get("modes")
-    return _modes(_list(state.get("availableModes")) if isinstance(state, dict) else [], "id", None)
+    state = state if isinstance(state, dict) else {}
+    return _modes(_list(state.get("availableModes")), "id", None, state.get("currentModeId"))
 
 
-def _modes(listed: list[dict[str, Any]], key: str, config_id: str | None) -> Modes:
+def _modes(listed: list[dict[str, Any]], key: str, config_id: str | None, current: Any) -> Modes:
     pairs = [(m[key], str(m.get("name") or m[key])) for m in listed if isinstance(m.get(key), str)]
-    return Modes(tuple(v for v, _ in pairs), tuple(n for _, n in pairs), config_id)
+    ids, names = tuple(v for v, _ in pairs), tuple(n for _, n in pairs)
+    return Modes(ids, names, config_id, current if isinstance(current, str) else None)
+
+
+def usage(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A turn's token counts: the prompt answer's ``usage``, else what gemini-cli puts in its
+    ``_meta.quota.token_count`` (``input_tokens``/``output_tokens``)."""
+    if isinstance(result.get("usage"), dict):
+        return dict(result["usage"])
+    meta = result.get("_meta")
+    quota = meta.get("quota") if isinstance(meta, dict) else None
+    counts = quota.get("token_count") if isinstance(quota, dict) else None
+    if not isinstance(counts, dict):
+        return None
+    found = {
+        "inputTokens": counts.get("input_tokens"),
+        "outputTokens": counts.get("output_tokens"),
+    }
+    found = {key: n for key, n in found.items() if isinstance(n, int) and not isinstance(n, bool)}
+    if not found:
+        return None
+    return {**found, "totalTokens": sum(found.values())}
 
 
 def _list(value: Any) -> list[dict[str, Any]]:

@@ -18,18 +18,28 @@ from acp.schema import (
     AcceptElicitationResponse,
     AllowedOutcome,
     CancelElicitationResponse,
+    CreateElicitationRequest,
     CreateElicitationResponse,
     DeclineElicitationResponse,
     DeniedOutcome,
     ElicitationMode,
     PermissionOption,
+    RequestPermissionRequest,
     RequestPermissionResponse,
     ToolCallUpdate,
 )
+from pydantic import TypeAdapter, ValidationError
 
+from activity.runner.link import say
 from activity.runner.outbox import Outbox
 
-BLOCKING = ("session/request_permission", "elicitation/create")
+# The requests whose handlers wait for a person, each with the model the SDK validates it by:
+# a request that fails it never reaches its handler (the SDK answers "invalid params").
+BLOCKING: dict[str, TypeAdapter[Any]] = {
+    "session/request_permission": TypeAdapter(RequestPermissionRequest),
+    "elicitation/create": TypeAdapter(CreateElicitationRequest),
+}
+SERVED = {*BLOCKING, "session/update"}
 CANCELLED_PERMISSION = {"outcome": "cancelled"}
 CANCELLED_QUESTION = {"action": "cancel"}
 
@@ -50,11 +60,24 @@ class TurnTable:
             if message.get("method") == "session/cancel":  # the turn's calls are cancelled now
                 self.outbox.add({"type": "acp", "message": message})
             return  # our other messages, and responses: the turn frames say what they mean
-        if "method" not in message:
+        method = message.get("method")
+        if method is None:
             return
         self.outbox.add({"type": "acp", "message": message})
-        if message["method"] in BLOCKING and "id" in message:
-            self.arrived[message["method"]].append(message["id"])
+        if "id" not in message:
+            return
+        if method not in SERVED:
+            say(f"the agent asked for {str(method)[:80]!r}, which koruweb does not serve")
+        elif method in BLOCKING and self.valid(method, message.get("params")):
+            self.arrived[method].append(message["id"])
+
+    def valid(self, method: str, params: Any) -> bool:
+        try:
+            BLOCKING[method].validate_python(params)
+        except ValidationError as error:
+            say(f"the agent sent a {method} koruweb cannot read: {error.errors()[0]['msg']}")
+            return False
+        return True
 
     async def wait(
         self, method: str, cancelled: dict[str, Any]

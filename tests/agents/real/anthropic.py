@@ -12,7 +12,6 @@ titles, summaries, side checks — gets a short plain answer.
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,8 +30,11 @@ def environment(model_url: str, home: Path) -> dict[str, str]:
     return {
         "ANTHROPIC_BASE_URL": model_url,
         "ANTHROPIC_API_KEY": "sk-ant-fake-key-for-tests",
-        "ANTHROPIC_MODEL": MODEL,
+        "ANTHROPIC_MODEL": MODEL,  # one known model, not whatever the release defaults to
         "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        # As root (CI, containers) Claude Code refuses to start a session unless it is told it
+        # runs in a sandbox; with it, the Bypass permissions mode is offered too.
+        "IS_SANDBOX": "1",
         # No telemetry, error reports, update checks, feedback surveys or other side traffic.
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_TELEMETRY": "1",
@@ -45,9 +47,7 @@ def environment(model_url: str, home: Path) -> dict[str, str]:
 
 
 def handle(fake: FakeModels, request: Request) -> Reply:
-    if os.environ.get("FAKE_ANTHROPIC_LOG"):
-        with open(os.environ["FAKE_ANTHROPIC_LOG"], "a") as log:
-            log.write(json.dumps([request.method, request.path, request.body]) + "\n")
+    """Claude Code calls only ``POST /v1/messages`` here (the turn's model calls and a title)."""
     body = request.body if isinstance(request.body, dict) else {}
     if request.method == "POST" and request.path == "/v1/messages/count_tokens":
         return Reply.json({"input_tokens": len(json.dumps(body)) // 4})
@@ -63,7 +63,7 @@ def _step(fake: FakeModels, body: dict[str, Any]) -> Step:
     """The scripted step for this request, or a plain answer for a side request."""
     messages = body.get("messages") or []
     if not body.get("tools"):
-        return Say("OK")
+        return _side_answer(body)
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.get("role") != "user":
@@ -72,7 +72,15 @@ def _step(fake: FakeModels, body: dict[str, Any]) -> Step:
         if script is not None:
             turns = sum(1 for m in messages[index + 1 :] if m.get("role") == "assistant")
             return script.step(turns)
-    return Say("OK")
+    return _side_answer(body)
+
+
+def _side_answer(body: dict[str, Any]) -> Say:
+    """A side request's answer: "OK", or an object of the JSON schema it asks for (a title)."""
+    schema = ((body.get("output_config") or {}).get("format") or {}).get("schema") or {}
+    if not schema:
+        return Say("OK")
+    return Say(json.dumps(dict.fromkeys(schema.get("required", []), "Scripted session")))
 
 
 def _prompt_text(content: Any) -> str:
@@ -86,67 +94,58 @@ def _prompt_text(content: Any) -> str:
     )
 
 
-def _blocks(step: Step) -> list[dict[str, Any]]:
+def _block(step: Step) -> dict[str, Any]:
+    """The one content block a step answers with, complete."""
     if isinstance(step, Call):
-        return [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": step.name}]
-    if isinstance(step, Say):
-        return [{"type": "text", "text": step.text}]
-    return [{"type": "text", "text": ""}]
-
-
-def _stop_reason(step: Step) -> str:
-    return "tool_use" if isinstance(step, Call) else "end_turn"
+        tool_id = f"toolu_{uuid.uuid4().hex[:24]}"
+        return {"type": "tool_use", "id": tool_id, "name": step.name, "input": step.args}
+    return {"type": "text", "text": step.text if isinstance(step, Say) else ""}
 
 
 def _message(step: Step, body: dict[str, Any]) -> dict[str, Any]:
-    content = _blocks(step)
-    if isinstance(step, Call):
-        content[0]["input"] = step.args
     return {
         "id": f"msg_{uuid.uuid4().hex[:24]}",
         "type": "message",
         "role": "assistant",
         "model": body.get("model") or MODEL,
-        "content": content,
-        "stop_reason": _stop_reason(step),
+        "content": [_block(step)],
+        "stop_reason": "tool_use" if isinstance(step, Call) else "end_turn",
         "stop_sequence": None,
         "usage": USAGE,
     }
 
 
 def _stream(step: Step, body: dict[str, Any]) -> Iterator[bytes]:
-    start = _message(step, body) | {"content": [], "stop_reason": None}
-    start["usage"] = {"input_tokens": USAGE["input_tokens"], "output_tokens": 1}
+    """The message as the API streams it: the block opened empty, its deltas, the stop."""
+    message = _message(step, body)
+    block = message["content"][0]
+    start = message | {"content": [], "stop_reason": None, "usage": USAGE | {"output_tokens": 1}}
     yield sse("message_start", {"type": "message_start", "message": start})
+    yield sse("ping", {"type": "ping"})
     if isinstance(step, Stall):
-        yield sse("ping", {"type": "ping"})
         time.sleep(step.seconds)
-    for index, block in enumerate(_blocks(step)):
-        opened = block | ({"input": {}} if block["type"] == "tool_use" else {"text": ""})
-        yield sse(
-            "content_block_start",
-            {"type": "content_block_start", "index": index, "content_block": opened},
-        )
-        if isinstance(step, Call):
-            text = json.dumps(step.args)
-            for part in (text[: len(text) // 2], text[len(text) // 2 :]):
-                delta = {"type": "input_json_delta", "partial_json": part}
-                yield sse(
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": index, "delta": delta},
-                )
-        elif block["text"]:
-            delta = {"type": "text_delta", "text": block["text"]}
-            yield sse(
-                "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
-            )
-        yield sse("content_block_stop", {"type": "content_block_stop", "index": index})
+    if block["type"] == "tool_use":
+        opened = block | {"input": {}}
+        text = json.dumps(block["input"])
+        deltas = [{"type": "input_json_delta", "partial_json": part} for part in _halves(text)]
+    else:
+        opened = block | {"text": ""}
+        deltas = [{"type": "text_delta", "text": part} for part in _halves(block["text"])]
     yield sse(
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": _stop_reason(step), "stop_sequence": None},
-            "usage": {"output_tokens": USAGE["output_tokens"]},
-        },
+        "content_block_start", {"type": "content_block_start", "index": 0, "content_block": opened}
     )
+    for delta in deltas:
+        yield sse(
+            "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+        )
+    yield sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    usage = {"output_tokens": USAGE["output_tokens"]}
+    yield sse("message_delta", {"type": "message_delta", "delta": stop, "usage": usage})
     yield sse("message_stop", {"type": "message_stop"})
+
+
+def _halves(text: str) -> list[str]:
+    """``text`` in two deltas, as a stream splits it anywhere (none when empty)."""
+    middle = len(text) // 2
+    return [part for part in (text[:middle], text[middle:]) if part]

@@ -178,18 +178,21 @@ def _handler_for(fake: FakeModels) -> type[BaseHTTPRequestHandler]:
                 reply = fake.handle(request)
             except Exception as error:  # a bug in a fake must show, not hang the agent
                 reply = Reply.json({"error": {"message": f"fake model failed: {error!r}"}}, 500)
-            self.send_response(reply.status)
-            for key, value in reply.headers.items():
-                self.send_header(key, value)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            for chunk in _chunks(reply.chunks):
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
             self.close_connection = True
+            try:
+                self.send_response(reply.status)
+                for key, value in reply.headers.items():
+                    self.send_header(key, value)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for chunk in _chunks(reply.chunks):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the agent hung up (a cancelled turn): nothing to tell it
 
     return Handler
 

@@ -62,7 +62,7 @@ def agent_server(
 
 
 @pytest.fixture
-def live_server(agent_server: Server, transactional_db: None) -> Server:
+def koruweb_server(agent_server: Server, transactional_db: None) -> Server:
     """The session's server, on this test's data; started again if a test left it down."""
     if not agent_server.running:
         agent_server.start()
@@ -80,10 +80,10 @@ def agent_token(workspace: Workspace) -> str:
 
 
 @pytest.fixture
-def approver(live_server: Server, workspace: Workspace) -> WebUser:
+def approver(koruweb_server: Server, workspace: Workspace) -> WebUser:
     """Ann, an approver of the workspace, logged in on the live server (no browser)."""
     member(workspace, "ann", Role.APPROVER)
-    return WebUser(live_server.url, "ann", PASSWORD)
+    return WebUser(koruweb_server.url, "ann", PASSWORD)
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ StartAgent = Callable[..., RealRun]
 def start_agent(
     fake_models: FakeModels,
     real_agents: Path,
-    live_server: Server,
+    koruweb_server: Server,
     agent_token: str,
     project: Path,
     tmp_path: Path,
@@ -117,7 +117,7 @@ def start_agent(
         home = tmp_path / f"home-{name}-{len(runs)}"
         extra = module.environment(f"{fake_models.url}/{name}", home)
         run = RealRun(
-            live_server.ws_url,
+            koruweb_server.ws_url,
             agent_token,
             list(module.COMMAND),
             isolated_env(home, {**extra, **env}),

@@ -73,10 +73,11 @@ class RealRun:
         command = [sys.executable, "manage.py", "agent", "--server", server, "--token", token]
         command += [*flags, "--", *agent]
         self.command = command
+        self.marker = uuid.uuid4().hex  # in the environment of the runner and all it starts
         self.process = subprocess.Popen(
             command,
             cwd=BASE_DIR,
-            env=env,
+            env={**env, "KORUWEB_TEST_RUN": self.marker},
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -128,35 +129,24 @@ class RealRun:
         return self.process.returncode, self.stderr
 
     def kill(self) -> None:
-        """The runner, the agent and everything they started."""
-        for group in {self.process.pid, *_groups_under(self.process.pid)}:
+        """The runner, the agent and everything they started, even what outlived the runner."""
+        for pid in _marked(self.marker):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(group, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
         self.process.wait(10)
         self._reader.join(5)
 
 
-def _groups_under(pid: int) -> set[int]:
-    """Process groups of ``pid``'s descendants (an agent in a group of its own)."""
-    children: dict[int, list[int]] = {}
+def _marked(marker: str) -> list[int]:
+    """The processes whose environment holds ``KORUWEB_TEST_RUN=marker``."""
+    needle = f"KORUWEB_TEST_RUN={marker}".encode()
+    found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    groups: set[int] = set()
-    todo = list(children.get(pid, []))
-    while todo:
-        child = todo.pop()
-        try:
-            groups.add(os.getpgid(child))
-        except ProcessLookupError:
-            continue
-        todo.extend(children.get(child, []))
-    return groups
+            with contextlib.suppress(OSError):
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+    return found
 
 
 def eventually[T](check: Callable[[], T | None], within: float = 30, what: str = "") -> T:

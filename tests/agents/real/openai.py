@@ -1,14 +1,18 @@
-"""The fake OpenAI Responses API, for codex-acp (Codex underneath).
+"""The fake OpenAI Responses API, for codex-acp (Codex 0.137 underneath).
 
 ``POST /v1/responses`` streams the scripted step as the real API does: ``response.created``,
-then per output item ``response.output_item.added``, its deltas (``response.output_text.delta``
-for a message, ``response.function_call_arguments.delta`` for a call) and
-``response.output_item.done``, and ``response.completed`` with the usage. A call to a tool the
-request declares as ``custom`` (Codex's freeform ``apply_patch``) becomes a
-``custom_tool_call`` whose input is the ``input`` argument. A request of the agent's main loop
-belongs to the script whose tag is in the latest user message of its ``input``; the step is the
-number of model turns since that message. Anything else — titles, summaries, side checks — gets
-a short plain answer. ``GET /v1/models`` answers an empty list, so Codex keeps its own catalog.
+``response.output_item.added``, for a message its ``response.output_text.delta`` events,
+``response.output_item.done`` with the whole item (a ``message``, a ``function_call``, or a
+``custom_tool_call`` for a tool the request declares ``custom`` — Codex's freeform
+``apply_patch``, whose patch is the ``input`` argument), then ``response.completed`` with the
+usage. A request of the agent's main loop (it offers tools) belongs to the script whose tag is in
+the latest user message of its ``input``; the step is the number of model turns (calls and
+answers) since that message. Anything else gets a short plain answer.
+
+Codex's built-in ``openai`` provider first tries the Responses API over a WebSocket
+(``GET /v1/responses`` with ``Upgrade: websocket``): ``426 Upgrade Required`` makes it use HTTP
+at once and quietly (a 404 costs retries and puts "Falling back from WebSockets…" in the reply).
+With an API key Codex uses its bundled model catalog and never asks for ``/v1/models``.
 """
 
 from __future__ import annotations
@@ -36,13 +40,16 @@ USAGE = {
 # What the model produces in the conversation it is sent back (a model turn's items).
 MODEL_ITEMS = {"function_call", "custom_tool_call", "local_shell_call"}
 
+# The built-in "openai" provider pointed at the fake (so codex-acp asks the client to
+# authenticate, as it does for a real OpenAI key); the approval and sandbox of codex-acp's
+# "read-only" mode until the runner's --mode picks another; nothing else to talk to.
 CONFIG = """\
 # Written by tests/agents/real/openai.py: Codex against the fake model API, offline.
 model = "{model}"
 model_provider = "openai"
 openai_base_url = "{base_url}"
 approval_policy = "on-request"
-sandbox_mode = "danger-full-access"
+sandbox_mode = "read-only"
 check_for_update_on_startup = false
 hide_agent_reasoning = true
 model_reasoning_summary = "none"
@@ -68,9 +75,7 @@ def environment(model_url: str, home: Path) -> dict[str, str]:
     """Codex pointed at the fake with a config of its own in ``home`` and a fake key."""
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(
-        CONFIG.format(model=MODEL, base_url=f"{model_url}/v1")
-    )
+    (codex_home / "config.toml").write_text(CONFIG.format(model=MODEL, base_url=f"{model_url}/v1"))
     return {
         "CODEX_HOME": str(codex_home),
         "OPENAI_API_KEY": API_KEY,
@@ -83,6 +88,9 @@ def handle(fake: FakeModels, request: Request) -> Reply:
         with open(os.environ["FAKE_OPENAI_LOG"], "a") as log:
             log.write(json.dumps([request.method, request.path, request.headers, request.body]))
             log.write("\n")
+    if request.method == "GET" and request.path == "/v1/responses":
+        # Responses over WebSocket: 426 makes Codex use HTTP at once, with no warning.
+        return Reply(status=426, chunks=[])
     if request.method == "GET" and request.path == "/v1/models":
         return Reply.json({"object": "list", "data": [], "models": []})
     if request.method != "POST" or request.path != "/v1/responses":
@@ -119,9 +127,7 @@ def _turns(items: list[dict[str, Any]]) -> int:
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return " ".join(
-        part.get("text", "") for part in content or [] if isinstance(part, dict)
-    )
+    return " ".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
 
 
 def _custom_tools(body: dict[str, Any]) -> set[str]:
@@ -165,7 +171,7 @@ def _item(step: Step, body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _stream(step: Step, body: dict[str, Any]) -> Iterator[bytes]:
-    response = {
+    response: dict[str, Any] = {
         "id": f"resp_{uuid.uuid4().hex[:24]}",
         "object": "response",
         "created_at": int(time.time()),
@@ -177,7 +183,7 @@ def _stream(step: Step, body: dict[str, Any]) -> Iterator[bytes]:
     if isinstance(step, Stall):
         time.sleep(step.seconds)
     item = _item(step, body)
-    output = []
+    output: list[dict[str, Any]] = []
     if item is not None:
         opened = dict(item, status="in_progress")
         if item["type"] == "message":
