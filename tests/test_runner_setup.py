@@ -18,7 +18,8 @@ CAPTURED = Path(__file__).parent / "agents" / "real" / "captured"
 
 
 def captured(agent: str) -> dict[str, Any]:
-    return json.loads((CAPTURED / f"{agent}.json").read_text())
+    found: dict[str, Any] = json.loads((CAPTURED / f"{agent}.json").read_text())
+    return found
 
 
 @pytest.mark.parametrize(
