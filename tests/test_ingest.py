@@ -187,7 +187,7 @@ def test_the_runners_cancel_cancels_unfinished_calls_before_the_agent_reports_th
         frames.turn_ended(5, attempt, "cancelled"),
     )
     row = ToolActivity.objects.get(chat=chat)
-    assert (row.status, row.error_code) == ("failed", "cancelled")
+    assert (row.status, row.error_code) == ("cancelled", "cancelled")  # whatever the agent says
 
 
 def test_a_runner_whose_server_died_is_marked_gone_once_silent_and_its_turn_then_ends(

@@ -40,6 +40,20 @@ def token() -> str:
     return AgentToken.issue(workspace, "ci")[1]
 
 
+STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_runner_outlives_its_test() -> Iterator[None]:
+    """A failed test leaves no runner reconnecting to a server that is gone."""
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
 class Run:
     """``python manage.py agent … -- AGENT`` in a child process."""
 
@@ -54,6 +68,7 @@ class Run:
             stderr=subprocess.PIPE,
             text=True,
         )
+        STARTED.append(self.process)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         found = re.search(r"/chats/([0-9a-f-]{36})/", line)
