@@ -270,7 +270,7 @@ class ElicitationSchema(Wire):
 class CreateElicitation(Wire):
     """The params of ``elicitation/create`` (form or url mode)."""
 
-    mode: str = "form"
+    mode: Literal["form", "url"] = "form"  # the runner refuses any other (told so)
     session_id: str | None = None
     tool_call_id: ToolCallId | None = None
     request_id: str | int | None = None
@@ -296,7 +296,7 @@ class RpcMessage(Wire):
     jsonrpc: str = "2.0"
     id: StrictStr | int | None = None
     method: str | None = None
-    params: dict[str, Any] | None = None
+    params: dict[str, Any] | list[Any] | None = None  # by-name or by-position
     result: Any = None
     error: dict[str, Any] | None = None
 

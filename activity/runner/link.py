@@ -113,7 +113,8 @@ class Link:
             case "ack":
                 self.outbox.ack(int(frame["seq"]))
             case "error":
-                say(f"the server skipped frame {frame.get('seq')}: {frame.get('error')}")
+                if frame.get("seq") not in self.outbox.reported:  # one line per odd message
+                    say(f"the server skipped frame {frame.get('seq')}: {frame.get('error')}")
                 if isinstance(frame.get("seq"), int):
                     self.outbox.ack(frame["seq"])
             case "answer":

@@ -292,9 +292,16 @@ class OneLine(logging.Formatter):
         return text.splitlines()[0][:300]
 
 
+def not_sdk_notification_error(record: logging.LogRecord) -> bool:
+    """The SDK logs every notification it could not handle; the runner forwards them all raw,
+    says itself which it does not understand, and the server says which it could not read."""
+    return not record.getMessage().startswith("Unhandled error while handling notification")
+
+
 def run(options: Options) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(OneLine())
+    handler.addFilter(not_sdk_notification_error)
     logging.basicConfig(handlers=[handler], level=logging.WARNING, force=True)
 
     async def main() -> int:

@@ -90,6 +90,7 @@ class Outbox:
         self.acked = 0  # everything up to here is committed on the server
         self.frames: deque[tuple[int, str]] = deque()
         self.changed = asyncio.Event()  # set when a frame is added or acknowledged
+        self.reported: set[int] = set()  # frames whose problem the runner has already said
 
     def add(self, frame: dict[str, Any]) -> int:
         """Number, stamp and queue a frame. Synchronous: the order of calls is the wire order.
@@ -108,6 +109,8 @@ class Outbox:
         self.acked = max(self.acked, min(seq, self.seq))
         while self.frames and self.frames[0][0] <= self.acked:
             self.frames.popleft()
+        if self.reported:  # the server's errors about a frame come before its ack
+            self.reported = {seq for seq in self.reported if seq > self.acked}
         self.changed.set()
 
     def after(self, seq: int) -> list[tuple[int, str]]:

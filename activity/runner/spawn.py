@@ -2,7 +2,8 @@
 
 Every line the agent writes passes through ``relay`` first: the SDK's reader drops a connection
 on anything but one JSON object per line, so a JSON-RPC batch (an array) is split into its
-messages, and a line that is not a JSON object is reported once and skipped.
+messages, and a line that is not a JSON object, or a message whose id is a list or an object
+(no JSON-RPC id), is reported once and skipped.
 
 A terminal's Ctrl-C goes to its foreground process group: were the agent in the runner's, it
 would get SIGINT too, and most agents quit on it. In a group of its own only the runner hears
@@ -83,14 +84,15 @@ async def relay(
             except ValueError:
                 warn(f"the agent wrote a line that is not JSON, skipped: {line[:80]!r}")
                 continue
-            if isinstance(message, dict):
-                sink.feed_data(line if line.endswith(b"\n") else line + b"\n")
-                continue
             for item in message if isinstance(message, list) and message else [message]:
-                if isinstance(item, dict):  # one message of a JSON-RPC batch
-                    sink.feed_data(json.dumps(item).encode() + b"\n")
-                else:
+                if not isinstance(item, dict):
                     warn(f"the agent sent a JSON-RPC message that is not an object: {item!r:.80}")
+                elif isinstance(item.get("id"), list | dict):  # the SDK's reader would stop on it
+                    warn(f"the agent sent a message whose id is no JSON-RPC id: {item['id']!r:.80}")
+                elif item is message:
+                    sink.feed_data(line if line.endswith(b"\n") else line + b"\n")
+                else:  # one message of a JSON-RPC batch
+                    sink.feed_data(json.dumps(item).encode() + b"\n")
     finally:
         sink.feed_eof()
 

@@ -2,17 +2,21 @@
 
 Every message from the agent is queued in the outbox by the SDK's observer hook the moment it
 is read, before any handler awaits, so nothing is reordered and nothing the SDK's typed models
-drop is lost (ACP.md §7.3). Requests the agent blocks on — ``session/request_permission`` and
-``elicitation/create`` — stay open in the live turn table until the server sends an answer, or
-the turn is cancelled; several can be open at once, keyed by their JSON-RPC id.
+drop is lost (ACP.md §7.3) — except a ``session/cancel``, which only a client sends: the server
+would take it for the runner's own. Requests the agent blocks on —
+``session/request_permission`` and ``elicitation/create`` — stay open in the live turn table
+until the server sends an answer, or the turn is cancelled; several can be open at once, keyed
+by their JSON-RPC id.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from acp import RequestError
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AcceptElicitationResponse,
@@ -20,6 +24,7 @@ from acp.schema import (
     CancelElicitationResponse,
     CreateElicitationRequest,
     CreateElicitationResponse,
+    CreateOtherElicitationRequest,
     DeclineElicitationResponse,
     DeniedOutcome,
     ElicitationMode,
@@ -63,19 +68,33 @@ class TurnTable:
         method = message.get("method")
         if method is None:
             return
-        self.outbox.add({"type": "acp", "message": message})
+        if method == "session/cancel":  # only a client sends it; forwarded, it would read as ours
+            say("the agent sent 'session/cancel', which only a client sends; ignored")
+            return
+        seq = self.outbox.add({"type": "acp", "message": message})
         if "id" not in message:
+            if method not in SERVED and not str(method).startswith("_"):
+                say(f"the agent sent {str(method)[:80]!r}, which koruweb does not understand")
+                self.outbox.reported.add(seq)
             return
         if method not in SERVED:
             say(f"the agent asked for {str(method)[:80]!r}, which koruweb does not serve")
-        elif method in BLOCKING and self.valid(method, message.get("params")):
-            self.arrived[method].append(message["id"])
+            self.outbox.reported.add(seq)
+        elif method in BLOCKING:
+            if self.valid(method, message.get("params")):
+                self.arrived[method].append(message["id"])
+            else:
+                self.outbox.reported.add(seq)
 
     def valid(self, method: str, params: Any) -> bool:
+        """Whether the SDK will start this request's handler (it answers the others itself)."""
         try:
-            BLOCKING[method].validate_python(params)
+            request = BLOCKING[method].validate_python(params)
         except ValidationError as error:
             say(f"the agent sent a {method} koruweb cannot read: {error.errors()[0]['msg']}")
+            return False
+        if isinstance(request, CreateOtherElicitationRequest):  # refused before its handler
+            say(f"the agent asked a question in a mode koruweb does not know: {request.mode!r:.80}")
             return False
         return True
 
@@ -123,14 +142,29 @@ class TurnTable:
         return len(self.waiting)
 
 
+def _refused(method: str) -> Callable[..., Awaitable[None]]:
+    async def refuse(*args: Any, **kwargs: Any) -> None:
+        raise RequestError.method_not_found(method)
+
+    return refuse
+
+
 class RunnerClient:
     """What the agent may ask of koruweb: permission, questions. No files, no terminals.
 
-    The SDK looks its handlers up by name; what is missing here is "method not found".
+    The SDK looks its handlers up by name; what is missing here is "method not found" — except
+    the terminal methods, which the SDK answers with an empty success when their handler is
+    missing, as if a terminal had been made: those refuse here.
     """
 
     def __init__(self, table: TurnTable) -> None:
         self.table = table
+
+    create_terminal = _refused("terminal/create")
+    terminal_output = _refused("terminal/output")
+    release_terminal = _refused("terminal/release")
+    wait_for_terminal_exit = _refused("terminal/wait_for_exit")
+    kill_terminal = _refused("terminal/kill")
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         return None  # already forwarded raw by the observer
