@@ -32,7 +32,7 @@ pytest: $(STAMP)
 	scripts/ensure-chromium  # the browser tests drive Debian's Chromium
 	scripts/ensure-agents  # the real agents (npm ci of tests/agents/real, when its lockfile changed)
 	@$(BIN)/python scripts/need-services '$(PG_TEST_URL)' '$(KORUWEB_TEST_REDIS_URL)'
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 	# Team mode: everything but the browser tests and the real agents again, on PostgreSQL.
 	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest --ignore=tests/browser \
 		--ignore=tests/integration/real
