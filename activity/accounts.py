@@ -79,6 +79,20 @@ class AgentToken(models.Model):
         )
         return row, token
 
+    @staticmethod
+    def bearer(authorization: str) -> str | None:
+        """The token of an ``Authorization: Bearer <token>`` header; None for another scheme."""
+        scheme, _, token = authorization.partition(" ")
+        return token.strip() if scheme.lower() == "bearer" else None
+
+    @classmethod
+    def authenticate(cls, authorization: str) -> AgentToken | None:
+        """The valid, unrevoked token an ``Authorization`` header carries, marked as used now."""
+        found = cls.find(cls.bearer(authorization) or "")
+        if found is not None:
+            cls.objects.filter(pk=found.pk).update(last_used_at=timezone.now())
+        return found
+
     @classmethod
     def find(cls, token: str) -> AgentToken | None:
         if not token.startswith(TOKEN_PREFIX):

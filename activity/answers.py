@@ -19,14 +19,14 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
 from django.http import QueryDict
 from django.utils import timezone
 
-from activity.contract import ChoiceIntent, Limits, bound
+from activity import chats, groups
+from activity.contract import ChoiceIntent, bound
 from activity.frames import Answer
-from activity.models import Chat, InferenceAttempt, Prompt, PromptKind, ToolActivity
-from activity.work import Work, write
+from activity.models import InferenceAttempt, Prompt, PromptKind, ToolActivity
+from activity.work import ChatChange, Work
 
 DECISION_WORDS = {
     ChoiceIntent.ALLOW_ONCE: "Allowed once",
@@ -46,15 +46,8 @@ class Refusal(Exception):
 
 @dataclass(frozen=True)
 class Recorded:
-    chat_id: uuid.UUID
-    workspace_id: uuid.UUID
-    request_id: str | int
-    since: int
-    version: int
-
-
-def runner_group(chat_id: uuid.UUID) -> str:
-    return f"runner-{chat_id}"
+    change: ChatChange  # the decision shows on the chat, and leaves the inboxes
+    request_id: str | int  # the agent's request it answers
 
 
 def parse(prompt: Prompt, data: QueryDict) -> tuple[dict[str, Any], str]:
@@ -95,10 +88,9 @@ def record(
     prompt_id: uuid.UUID, user: AbstractBaseUser, decision: str, answer: dict[str, Any], source: str
 ) -> Recorded:
     """Make this the prompt's decision, if nobody answered first and it is still open."""
-    with transaction.atomic():
-        prompt = Prompt.objects.select_related("chat").get(pk=prompt_id)
-        chat = Chat.objects.select_for_update().get(pk=prompt.chat_id)
-        if prompt.secret and not chat.runner_connected:
+    prompt = Prompt.objects.get(pk=prompt_id)
+    with chats.change(prompt.chat_id) as work:
+        if prompt.secret and not work.chat.runner_connected:
             raise Refusal(
                 "The agent's runner is offline. A secret answer is never stored, "
                 "so it can only be given while the runner is connected."
@@ -114,11 +106,8 @@ def record(
         )
         if won != 1:
             raise Refusal(why_not(prompt_id))
-        since = chat.version
-        work = Work(chat=chat, limits=Limits.from_settings())
         touch_prompt(work, prompt)
-        write(work, since)
-        return Recorded(chat.pk, chat.workspace_id, prompt.jsonrpc_id, since, chat.version)
+    return Recorded(work.done, prompt.jsonrpc_id)
 
 
 def why_not(prompt_id: uuid.UUID) -> str:
@@ -139,28 +128,22 @@ def touch_prompt(work: Work, prompt: Prompt) -> None:
         work.touch(InferenceAttempt.objects.get(pk=prompt.attempt_id), "version")
 
 
-def pending(chat_id: uuid.UUID) -> tuple[list[Answer], int, int]:
+def pending(chat_id: uuid.UUID) -> tuple[list[Answer], ChatChange]:
     """Answers given while the runner was away, to send when it says hello.
 
     A secret answer was never stored; if it may not have reached the runner, the prompt is
     offered again so that a person can answer it now that the runner is back.
     """
-    with transaction.atomic():
-        chat = Chat.objects.select_for_update().get(pk=chat_id)
+    with chats.change(chat_id) as work:
         waiting = list(
-            Prompt.objects.filter(chat=chat, answered_at__isnull=False, closed_at__isnull=True)
+            Prompt.objects.filter(chat=work.chat, answered_at__isnull=False, closed_at__isnull=True)
         )
         answers = [Answer(request_id=p.jsonrpc_id, outcome=p.answer) for p in waiting if p.answer]
-        lost = [p for p in waiting if p.answer is None]
-        since = chat.version
-        if lost:
-            work = Work(chat=chat, limits=Limits.from_settings())
-            for prompt in lost:
-                prompt.answered_by, prompt.answered_at, prompt.decision = None, None, ""
-                work.touch(prompt, "answered_by", "answered_at", "decision")
-                touch_prompt(work, prompt)
-            write(work, since)
-        return answers, since, chat.version
+        for prompt in (p for p in waiting if p.answer is None):
+            prompt.answered_by, prompt.answered_at, prompt.decision = None, None, ""
+            work.touch(prompt, "answered_by", "answered_at", "decision")
+            touch_prompt(work, prompt)
+    return answers, work.done
 
 
 async def send_answer(
@@ -169,5 +152,5 @@ async def send_answer(
     """Send the answer to a JSON-RPC request of the agent to the chat's runner."""
     frame = Answer(request_id=request_id, outcome=outcome)
     await (layer or get_channel_layer()).group_send(
-        runner_group(chat_id), {"type": "runner.answer", "text": frame.model_dump_json()}
+        groups.runner(chat_id), {"type": "runner.answer", "text": frame.model_dump_json()}
     )

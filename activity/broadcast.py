@@ -8,7 +8,10 @@ The group's members are rooms, not sockets: a process's viewers of a chat share 
 whose channel receives each push once and hands it to every viewer there in turn. A push then
 crosses the channel layer once per process, not once per viewer (bench/README.md).
 
-Each change is pushed with ``changed(chat_id, since, version)`` after its commit, at once. The
+Every writer returns a ``ChatChange`` (``chats.change``) and the layer that committed it calls
+``announce(change)`` (or ``announce_sync`` from synchronous code): the chat's viewers get the
+push and, when prompts opened or closed, the inboxes of its workspace are told. Nothing else
+pushes. Each change is pushed after its commit, at once. The
 agent socket takes the frames that arrived while a batch was written and pushed as its next
 batch (``consumers.AgentConsumer.drain``), so under load one push carries many updates, each
 row once in its latest state, and no push waits on a timer (bench/README.md). A push is sent
@@ -31,33 +34,29 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
 
-from activity import reads
+from activity import access, groups, reads
+from activity.work import ChatChange
 
 log = logging.getLogger(__name__)
 PARTS = "activity/parts.html"
 
 
-def group(chat_id: uuid.UUID | str) -> str:
-    return f"chat-{chat_id}"
-
-
-# Inboxes: every socket of a user who may answer in a workspace joins ``inbox-<workspace>``
-# (superusers join ``inbox-all``) and receives ``{"type": "inbox.changed"}`` when a prompt there
-# opens, is answered or closes; each inbox then renders what its own user may answer.
-INBOX_ALL = "inbox-all"
-
-
-def inbox_group(workspace_id: uuid.UUID | str) -> str:
-    return f"inbox-{workspace_id}"
-
-
+# Inboxes: every socket of a user who may answer in a workspace joins ``groups.inbox``
+# (superusers ``groups.INBOX_ALL``) and is told when a prompt there opens, is answered or closes;
+# each inbox then renders what its own user may answer (``render_inbox``).
 async def inbox_changed(workspace_id: uuid.UUID) -> None:
     layer = get_channel_layer()
     try:
-        for name in (inbox_group(workspace_id), INBOX_ALL):
+        for name in (groups.inbox(workspace_id), groups.INBOX_ALL):
             await layer.group_send(name, {"type": "inbox.changed"})
     except Exception:  # the prompts are committed: an inbox catches up when it reconnects
         log.exception("telling the inboxes of workspace %s failed", workspace_id)
+
+
+def render_inbox(user: Any) -> str:
+    """A person's inbox list: the open prompts they may answer."""
+    prompts = reads.inbox(access.answerable_chats(user))
+    return render_to_string("activity/inbox.html#inbox-list", {"prompts": prompts, "oob": True})
 
 
 def render_changes(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
@@ -119,7 +118,7 @@ class Room:
     async def open(self) -> None:
         layer = get_channel_layer()
         self.channel = await layer.new_channel()
-        await layer.group_add(group(self.chat_id), self.channel)
+        await layer.group_add(groups.chat(self.chat_id), self.channel)
         self.task = asyncio.get_running_loop().create_task(self.run())
         self.ready.set()
 
@@ -156,7 +155,7 @@ class Room:
             self.handed.clear()
             try:
                 await get_channel_layer().group_send(
-                    group(self.chat_id), {**message, "push": self.expected}
+                    groups.chat(self.chat_id), {**message, "push": self.expected}
                 )
             except BaseException:
                 self.handed.set()  # it never left: the next push need not wait for it
@@ -167,7 +166,7 @@ class Room:
         if self.task is not None:
             self.task.cancel()
         if self.channel:
-            await get_channel_layer().group_discard(group(self.chat_id), self.channel)
+            await get_channel_layer().group_discard(groups.chat(self.chat_id), self.channel)
 
 
 _rooms: dict[uuid.UUID, Room] = {}
@@ -184,7 +183,7 @@ async def join(chat_id: uuid.UUID, viewer: Viewer) -> None:
     room.viewers.add(viewer)
     await room.ready.wait()
     # Joining again refreshes the membership, which a group keeps for group_expiry only.
-    await get_channel_layer().group_add(group(chat_id), room.channel)
+    await get_channel_layer().group_add(groups.chat(chat_id), room.channel)
 
 
 async def leave(chat_id: uuid.UUID, viewer: Viewer) -> None:
@@ -213,7 +212,7 @@ async def changed(chat_id: uuid.UUID, since: int, version: int) -> None:
         if room is not None and room.ready.is_set():
             await room.send(message)
         else:  # no viewer here yet (or its room still joining the group): nothing to wait for
-            await get_channel_layer().group_send(group(chat_id), message)
+            await get_channel_layer().group_send(groups.chat(chat_id), message)
     except Exception:  # the change is committed: its viewers resync on the next push
         log.exception("pushing chat %s failed; its viewers will resync", chat_id)
 
@@ -227,5 +226,20 @@ def changed_sync(chat_id: uuid.UUID, since: int, version: int) -> None:
     if version > since:
         html, to = render_changes(chat_id, since)
         async_to_sync(get_channel_layer().group_send)(
-            group(chat_id), {"type": "chat.push", "text": push_text(since, to, html)}
+            groups.chat(chat_id), {"type": "chat.push", "text": push_text(since, to, html)}
         )
+
+
+async def announce(change: ChatChange) -> None:
+    """Tell everyone who watches what a committed change did: the chat's viewers get the push,
+    and the inboxes of its workspace are told when prompts opened, were answered or closed."""
+    await changed(change.chat_id, change.since, change.version)
+    if change.prompts_changed:
+        await inbox_changed(change.workspace_id)
+
+
+def announce_sync(change: ChatChange) -> None:
+    """``announce`` for synchronous code (a view, a command)."""
+    changed_sync(change.chat_id, change.since, change.version)
+    if change.prompts_changed:
+        async_to_sync(inbox_changed)(change.workspace_id)

@@ -28,7 +28,7 @@ class Strict(BaseModel):
 
 
 class Hello(Strict):
-    type: Literal["hello"]
+    type: Literal["hello"] = "hello"
     chat_id: UUID4
     acked: Annotated[StrictInt, Field(ge=0)] = 0
 
@@ -39,7 +39,7 @@ class Numbered(Strict):
 
 
 class TurnStarted(Numbered):
-    type: Literal["turn_started"]
+    type: Literal["turn_started"] = "turn_started"
     attempt_id: UUID4
     message_id: UUID4
     agent_name: str = ""
@@ -52,7 +52,7 @@ class TurnStarted(Numbered):
 class Acp(Numbered):
     """One raw ACP message from the agent, in wire order."""
 
-    type: Literal["acp"]
+    type: Literal["acp"] = "acp"
     message: dict[str, Any]
     cut_bytes: Annotated[StrictInt, Field(ge=0)] = 0  # output bytes the runner cut to fit
 
@@ -64,13 +64,13 @@ class PromptOutcome(Numbered):
     A question: ``{"action": "accept" | "decline" | "cancel"}`` (never the answer's content).
     """
 
-    type: Literal["prompt_outcome"]
+    type: Literal["prompt_outcome"] = "prompt_outcome"
     request_id: RequestId
     outcome: dict[str, Any]
 
 
 class TurnEnded(Numbered):
-    type: Literal["turn_ended"]
+    type: Literal["turn_ended"] = "turn_ended"
     attempt_id: UUID4
     stop_reason: Annotated[str, Field(min_length=1, max_length=64)]
     usage: dict[str, Any] | None = None
@@ -97,6 +97,19 @@ class Answer(Strict):
     type: Literal["answer"] = "answer"
     request_id: RequestId
     outcome: dict[str, Any]
+
+
+ServerFrame = Annotated[Ack | Error | Answer, Field(discriminator="type")]
+server_frame: TypeAdapter[Ack | Error | Answer] = TypeAdapter(ServerFrame)
+
+
+def acp_parts(message: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A raw ACP message's ``params`` (empty unless an object) and its ``params.update``
+    (None unless an object): the one place raw messages are walked by hand."""
+    params = message.get("params") if isinstance(message, dict) else None
+    params = params if isinstance(params, dict) else {}
+    update = params.get("update")
+    return params, update if isinstance(update, dict) else None
 
 
 def seq_of(raw: Any) -> int | None:

@@ -5,9 +5,9 @@
 3. Apply each frame to an in-memory working set through the pure merge. A frame that cannot be
    applied raises ``FrameError`` before it changes anything; it is skipped and reported (and,
    like every frame, acknowledged).
-4. Write what changed once: new objects inserted in bulk, each changed object saved once, the
-   chat's version bumped once for the whole batch.
-5. The caller announces the change after commit (``broadcast.changed``) and acknowledges.
+4. Write what changed once (``chats.change``): new objects inserted in bulk, each changed
+   object saved once, the chat's version bumped once for the whole batch.
+5. The caller announces the change after commit (``broadcast.announce``) and acknowledges.
 """
 
 from __future__ import annotations
@@ -17,24 +17,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
 
-from activity import prompts
-from activity.contract import FINAL_STATUSES, ChoiceIntent, Limits, ToolApproval, bound
-from activity.frames import Acp, NumberedFrame, PromptOutcome, TurnEnded, TurnStarted, request_key
+from activity import chats, prompts
+from activity.calls import apply, close, finish_turn, set_state
+from activity.contract import ChoiceIntent, ToolApproval, bound
+from activity.frames import (
+    Acp,
+    NumberedFrame,
+    PromptOutcome,
+    TurnEnded,
+    TurnStarted,
+    acp_parts,
+    request_key,
+)
 from activity.merge import (
-    AgentExited,
     Event,
     MergeContext,
-    PromptClosed,
-    TurnCancelled,
     event_call_id,
     intent_approval,
     merge,
 )
-from activity.merge import TurnEnded as TurnEndedEvent
-from activity.models import Chat, InferenceAttempt, Message, Prompt, PromptKind, ToolActivity
+from activity.models import InferenceAttempt, Message, Prompt, PromptKind, ToolActivity
 from activity.protocol import (
     ConfigOptionUpdate,
     CreateElicitation,
@@ -53,7 +56,7 @@ from activity.protocol import (
     parse_agent_message,
 )
 from activity.render import render_block
-from activity.work import FrameError, Work, write
+from activity.work import ChatChange, FrameError, Work
 
 PLAN_ENTRIES = 100
 
@@ -62,23 +65,14 @@ PLAN_ENTRIES = 100
 class Result:
     acked: int  # the highest seq now committed: everything up to it is applied or skipped
     errors: list[tuple[int, str]]  # (seq, what was wrong) for each skipped frame
-    since: int  # the chat version before this batch
-    version: int  # the chat version after it (== since when nothing changed)
-    prompts_changed: bool = False  # a prompt opened or closed: the inbox changes too
+    change: ChatChange  # what the batch did to the chat, for its viewers and inboxes
 
 
 def ingest(chat_id: uuid.UUID, frames: list[NumberedFrame | tuple[int, str]]) -> Result:
     """Apply a batch of frames (or ``(seq, error)`` for frames that failed validation)."""
-    limits = Limits.from_settings()
-    with transaction.atomic():
-        chat = (
-            Chat.objects.select_for_update(of=("self",))  # PostgreSQL locks no outer-joined row
-            .select_related("current_attempt__reply")
-            .get(pk=chat_id)
-        )
-        work = Work(chat=chat, limits=limits)
-        since = chat.version
-        errors: list[tuple[int, str]] = []
+    errors: list[tuple[int, str]] = []
+    with chats.change(chat_id, related=("current_attempt__reply",)) as work:
+        chat = work.chat
         _preload_rows(work, frames)
         for item in frames:
             seq = item[0] if isinstance(item, tuple) else item.seq
@@ -95,14 +89,7 @@ def ingest(chat_id: uuid.UUID, frames: list[NumberedFrame | tuple[int, str]]) ->
                 if isinstance(item, Acp):
                     add_note(work, f"A message from the agent could not be read: {error}")
             chat.last_seq = seq
-        write(work, since)
-        return Result(
-            acked=chat.last_seq,
-            errors=errors,
-            since=since,
-            version=chat.version,
-            prompts_changed=work.prompts_changed,
-        )
+    return Result(acked=work.chat.last_seq, errors=errors, change=work.done)
 
 
 def _preload_rows(work: Work, frames: list[NumberedFrame | tuple[int, str]]) -> None:
@@ -110,9 +97,8 @@ def _preload_rows(work: Work, frames: list[NumberedFrame | tuple[int, str]]) -> 
     ids = set()
     for item in frames:
         if isinstance(item, Acp):
-            params = item.message.get("params")
-            params = params if isinstance(params, dict) else {}
-            for source in (params.get("update"), params, params.get("toolCall")):
+            params, update = acp_parts(item.message)
+            for source in (update, params, params.get("toolCall")):
                 call_id = source.get("toolCallId") if isinstance(source, dict) else None
                 if isinstance(call_id, str):
                     ids.add(call_id)
@@ -261,7 +247,7 @@ def merge_call(work: Work, event: Event, at: int, cut_bytes: int = 0) -> ToolAct
     row = work.row(call_id)
     if row is not None:
         ctx = MergeContext(at=at, limits=work.limits, cut_bytes=cut_bytes)
-        work.touch(row, *row.set_state(merge(row.state(), event, ctx)))
+        apply(work, row, event, ctx)
         return row
     attempt = work.attempt()
     reply = work.reply(attempt)
@@ -275,7 +261,7 @@ def merge_call(work: Work, event: Event, at: int, cut_bytes: int = 0) -> ToolAct
     row = ToolActivity(
         chat=chat, attempt=attempt, assistant_message=reply, position=chat.tool_count
     )
-    row.set_state(state)
+    set_state(row, state)
     work.add(row)
     work.rows[call_id] = row
     work.absent.discard(call_id)
@@ -363,21 +349,7 @@ def close_prompt(work: Work, frame: PromptOutcome) -> None:
         raise FrameError(f"no request {frame.request_id!r} in this chat")
     if not prompt.is_open:
         return
-    _close(work, prompt, outcome_approval(prompt, frame.outcome), frame.at)
-
-
-def _close(work: Work, prompt: Prompt, approval: ToolApproval, at: int) -> None:
-    prompt.closed_at, prompt.outcome = at, approval
-    work.touch(prompt, "closed_at", "outcome")
-    if prompt.tool_id is None:
-        work.touch(work.attempt_of(prompt), "version")
-        return
-    row = next((r for r in work.rows.values() if r.pk == prompt.tool_id), None)
-    if row is None:
-        row = ToolActivity.objects.get(pk=prompt.tool_id)
-        work.rows[row.tool_call_id] = row
-    state = merge(row.state(), PromptClosed(approval), MergeContext(at=at, limits=work.limits))
-    work.touch(row, *row.set_state(state))
+    close(work, prompt, outcome_approval(prompt, frame.outcome), frame.at)
 
 
 def end_turn(work: Work, frame: TurnEnded) -> None:
@@ -394,26 +366,3 @@ def end_turn(work: Work, frame: TurnEnded) -> None:
     if frame.error:
         add_note(work, f"The agent ended the turn with an error: {frame.error}")
     finish_turn(work, attempt, frame.stop_reason, frame.at)
-
-
-def finish_turn(work: Work, attempt: InferenceAttempt, stop_reason: str, at: int) -> None:
-    """Close the turn's open prompts; cancelled or dead turns also settle unfinished rows."""
-    for open_prompt_ in Prompt.objects.filter(attempt=attempt, closed_at__isnull=True):
-        work.prompts.setdefault(open_prompt_.request_id, open_prompt_)
-    for prompt in list(work.prompts.values()):
-        if prompt.attempt_id == attempt.pk and prompt.is_open:
-            _close(work, prompt, ToolApproval.CANCELLED, at)
-    event: TurnCancelled | AgentExited | TurnEndedEvent
-    if stop_reason == "cancelled":
-        event = TurnCancelled()
-    elif stop_reason == "agent_exited":
-        event = AgentExited()
-    else:
-        event = TurnEndedEvent()
-    unsettled = ~Q(status__in=FINAL_STATUSES) | Q(approval=ToolApproval.PENDING)
-    for found in ToolActivity.objects.filter(unsettled, attempt=attempt):
-        work.rows.setdefault(found.tool_call_id, found)
-    for row in list(work.rows.values()):
-        if row.attempt_id == attempt.pk:
-            state = merge(row.state(), event, MergeContext(at=at, limits=work.limits))
-            work.touch(row, *row.set_state(state))

@@ -7,7 +7,6 @@ bounds). Nothing raw is persisted: what a local agent did lives only in the four
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from typing import Any
 
@@ -23,11 +22,8 @@ from activity.contract import (
     ToolErrorCode,
     ToolStatus,
 )
-from activity.merge import CallState
 
 __all__ = ["AgentToken", "Membership", "Role"]
-
-CALL_STATE_FIELDS = tuple(f.name for f in dataclasses.fields(CallState))
 
 
 class Workspace(models.Model):
@@ -207,23 +203,6 @@ class ToolActivity(models.Model):
     def unknown_status(self) -> str | None:
         """The agent's own status word, when ACP does not know it (shown beside the status)."""
         return self.agent_status if self.agent_status not in ACP_STATUS else None
-
-    def state(self) -> CallState:
-        values = {name: getattr(self, name) for name in CALL_STATE_FIELDS}
-        values["status"] = ToolStatus(self.status)
-        values["approval"] = ToolApproval(self.approval)
-        values["error_code"] = ToolErrorCode(self.error_code) if self.error_code else None
-        return CallState(**values)
-
-    def set_state(self, state: CallState) -> list[str]:
-        """Copy a merged state onto the row; returns the names of the fields that changed."""
-        changed = []
-        for name in CALL_STATE_FIELDS:
-            value = getattr(state, name)
-            if getattr(self, name) != value:
-                setattr(self, name, value)
-                changed.append(name)
-        return changed
 
     def to_record(self) -> ToolActivityRecord:
         """The contract's shape; ``live`` is null on every repository read."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from channels.layers import get_channel_layer
@@ -18,10 +17,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from activity.contract import Limits
-from activity.ingest import finish_turn
+from activity import chats, groups
+from activity.calls import finish_turn
 from activity.models import Chat
-from activity.work import Work, write
+from activity.work import ChatChange
 
 RUNNER_LOST = "runner_lost"
 HEARTBEAT_SECONDS = 15
@@ -31,44 +30,31 @@ class Refused(Exception):
     """The runner may not use this chat."""
 
 
-@dataclass(frozen=True)
-class Change:
-    chat_id: uuid.UUID
-    since: int
-    version: int
-    workspace_id: uuid.UUID
-    prompts_changed: bool = False
-
-
-def token_group(token_id: int) -> str:
-    """The sockets of the runners that use one agent token: told when it is revoked."""
-    return f"token-{token_id}"
-
-
 async def token_revoked(token_id: int) -> None:
-    await get_channel_layer().group_send(token_group(token_id), {"type": "token.revoked"})
+    await get_channel_layer().group_send(groups.token(token_id), {"type": "token.revoked"})
 
 
 def connect(
     workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str, acked: int = 0
-) -> tuple[Change, int]:
+) -> tuple[ChatChange, int]:
     """A runner said hello: make or find its chat, show it online. Returns the change and the
     highest frame seq the chat has applied."""
     with transaction.atomic():
-        chat = Chat.objects.select_for_update().filter(pk=chat_id).first()
-        if chat is None and acked > 0:
-            raise Refused("this chat was deleted on the server")
-        if chat is None:
-            chat = Chat.objects.create(pk=chat_id, workspace_id=workspace_id)
-        if chat.workspace_id != workspace_id:
-            raise Refused("this chat belongs to another workspace")
-        work = Work(chat=chat, limits=Limits.from_settings())
-        since = chat.version
-        chat.runner_connected, chat.runner_left_at, chat.runner_channel = True, None, channel
-        chat.runner_seen_at = timezone.now()
-        work.touch_meta("runner_connected", "runner_left_at", "runner_channel", "runner_seen_at")
-        write(work, since)
-        return Change(chat.pk, since, chat.version, chat.workspace_id), chat.last_seq
+        if acked == 0:  # a new runner's first hello makes its chat
+            Chat.objects.get_or_create(pk=chat_id, defaults={"workspace_id": workspace_id})
+        try:
+            with chats.change(chat_id) as work:
+                chat = work.chat
+                if chat.workspace_id != workspace_id:
+                    raise Refused("this chat belongs to another workspace")
+                chat.runner_connected, chat.runner_left_at = True, None
+                chat.runner_channel, chat.runner_seen_at = channel, timezone.now()
+                work.touch_meta(
+                    "runner_connected", "runner_left_at", "runner_channel", "runner_seen_at"
+                )
+        except Chat.DoesNotExist:
+            raise Refused("this chat was deleted on the server") from None
+    return work.done, work.chat.last_seq
 
 
 def alive(chat_id: uuid.UUID, channel: str) -> None:
@@ -76,21 +62,23 @@ def alive(chat_id: uuid.UUID, channel: str) -> None:
     Chat.objects.filter(pk=chat_id, runner_channel=channel).update(runner_seen_at=timezone.now())
 
 
-def disconnect(chat_id: uuid.UUID, channel: str, left_at: datetime | None = None) -> Change | None:
-    """A runner's socket closed. Only the latest socket of a chat decides its presence."""
-    with transaction.atomic():
-        chat = Chat.objects.select_for_update().filter(pk=chat_id).first()
-        if chat is None or chat.runner_channel != channel or not chat.runner_connected:
-            return None
-        work = Work(chat=chat, limits=Limits.from_settings())
-        since = chat.version
-        chat.runner_connected, chat.runner_left_at = False, left_at or timezone.now()
-        work.touch_meta("runner_connected", "runner_left_at")
-        write(work, since)
-        return Change(chat.pk, since, chat.version, chat.workspace_id)
+def disconnect(
+    chat_id: uuid.UUID, channel: str, left_at: datetime | None = None
+) -> ChatChange | None:
+    """A runner's socket closed. Only the latest socket of a chat decides its presence.
+    None: the chat was deleted meanwhile."""
+    try:
+        with chats.change(chat_id) as work:
+            chat = work.chat
+            if chat.runner_channel == channel and chat.runner_connected:
+                chat.runner_connected, chat.runner_left_at = False, left_at or timezone.now()
+                work.touch_meta("runner_connected", "runner_left_at")
+    except Chat.DoesNotExist:
+        return None
+    return work.done
 
 
-def sweep(now: float | None = None) -> list[Change]:
+def sweep(now: float | None = None) -> list[ChatChange]:
     """Mark silent runners gone; end the running turns of runners gone past the grace period."""
     now = time.time() if now is None else now
     cutoff = datetime.fromtimestamp(now, tz=UTC) - timedelta(seconds=settings.RUNNER_GRACE_SECONDS)
@@ -104,7 +92,8 @@ def sweep(now: float | None = None) -> list[Change]:
         runner_left_at__lt=cutoff,
         current_attempt__ended_at__isnull=True,
     ).values_list("pk", flat=True)
-    return changes + [change for pk in stale if (change := abandon(pk, int(now * 1000)))]
+    changes += [abandon(pk, int(now * 1000)) for pk in stale]
+    return [change for change in changes if change.changed]
 
 
 def grace_silence() -> float:
@@ -112,20 +101,12 @@ def grace_silence() -> float:
     return max(settings.RUNNER_GRACE_SECONDS, 3 * HEARTBEAT_SECONDS)
 
 
-def abandon(chat_id: uuid.UUID, at: int) -> Change | None:
-    with transaction.atomic():
-        chat = (
-            Chat.objects.select_for_update(of=("self",))
-            .select_related("current_attempt")
-            .get(pk=chat_id)
-        )
-        attempt = chat.current_attempt
-        if chat.runner_connected or attempt is None or attempt.ended_at is not None:
-            return None  # it came back, or the turn ended meanwhile
-        work = Work(chat=chat, limits=Limits.from_settings())
-        since = chat.version
-        attempt.ended_at, attempt.stop_reason = at, RUNNER_LOST
-        work.touch(attempt, "ended_at", "stop_reason")
-        finish_turn(work, attempt, RUNNER_LOST, at)
-        write(work, since)
-        return Change(chat.pk, since, chat.version, chat.workspace_id, work.prompts_changed)
+def abandon(chat_id: uuid.UUID, at: int) -> ChatChange:
+    """End the running turn of a runner gone past the grace period (unless it came back)."""
+    with chats.change(chat_id, related=("current_attempt",)) as work:
+        attempt = work.chat.current_attempt
+        if not work.chat.runner_connected and attempt is not None and attempt.ended_at is None:
+            attempt.ended_at, attempt.stop_reason = at, RUNNER_LOST
+            work.touch(attempt, "ended_at", "stop_reason")
+            finish_turn(work, attempt, RUNNER_LOST, at)
+    return work.done

@@ -6,10 +6,10 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -21,11 +21,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from activity import access, broadcast, reads
-from activity.contract import Limits, bound
+from activity import access, broadcast, chats, reads
+from activity.contract import bound
 from activity.models import AgentToken, Chat, Comment, InferenceAttempt, ToolActivity
 from activity.transcript import chat_markdown, interleave, timeline
-from activity.work import Work, write
+from activity.work import ChatChange
 
 TURN_PAGE_ROWS = 500
 COMMENT_CHARS = 4000
@@ -84,16 +84,7 @@ def comment(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponse:
     text = (request.POST.get("text") or "").strip()
     if not text:
         return HttpResponse("Write something first.", status=400)
-    with transaction.atomic():
-        chat = Chat.objects.select_for_update().get(pk=row.chat_id)
-        since = chat.version
-        Comment.objects.create(
-            tool=row, author_id=request.user.pk, text=bound(text, COMMENT_CHARS) or ""
-        )
-        work = Work(chat=chat, limits=Limits.from_settings())
-        work.touch(row, "version")
-        write(work, since)
-    broadcast.changed_sync(chat.pk, since, chat.version)
+    broadcast.announce_sync(add_comment(row, request.user, text))
     if request.headers.get("HX-Request"):
         return HttpResponse(status=204)
     return redirect(reverse("chat", args=[row.chat_id]) + f"#tool-{row.pk}")
@@ -101,9 +92,9 @@ def comment(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponse:
 
 def _chat_for_export(request: HttpRequest, chat_id: uuid.UUID) -> Chat | HttpResponse:
     """The chat, for a logged-in member or a runner token of its workspace."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() == "bearer":
-        found = AgentToken.find(token.strip())
+    authorization = request.headers.get("Authorization", "")
+    if AgentToken.bearer(authorization) is not None:
+        found = AgentToken.authenticate(authorization)
         if found is None:
             return JsonResponse({"error": "the token is not valid"}, status=401)
         chat = Chat.objects.filter(pk=chat_id, workspace=found.workspace_id).first()
@@ -144,3 +135,11 @@ def transcript(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
     response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="koruweb-{chat.pk}.md"'
     return response
+
+
+def add_comment(row: ToolActivity, author: Any, text: str) -> ChatChange:
+    """A member's comment on a call: shown under it, live."""
+    with chats.change(row.chat_id) as work:
+        Comment.objects.create(tool=row, author=author, text=bound(text, COMMENT_CHARS) or "")
+        work.touch(row, "version")
+    return work.done

@@ -78,9 +78,8 @@ def answer(request: HttpRequest, prompt_id: uuid.UUID) -> HttpResponse:
         return HttpResponse(
             format_html('<span class="refused">{}</span>', str(refusal)), status=refusal.status
         )
-    async_to_sync(answers.send_answer)(recorded.chat_id, recorded.request_id, told)
-    broadcast.changed_sync(recorded.chat_id, recorded.since, recorded.version)
-    async_to_sync(broadcast.inbox_changed)(recorded.workspace_id)
+    async_to_sync(answers.send_answer)(recorded.change.chat_id, recorded.request_id, told)
+    broadcast.announce_sync(recorded.change)
     if not request.headers.get("HX-Request"):
         return redirect("chat", prompt.chat_id)
     return HttpResponse(format_html('<span class="sent">{}</span>', f"{decision}: sent."))

@@ -27,8 +27,6 @@ async def watch() -> None:
         await asyncio.sleep(interval)
         try:
             for change in await database_sync_to_async(presence.sweep)():
-                await broadcast.changed(change.chat_id, change.since, change.version)
-                if change.prompts_changed:
-                    await broadcast.inbox_changed(change.workspace_id)
+                await broadcast.announce(change)
         except Exception:
             log.exception("sweeping for runners that are gone failed")

@@ -1,12 +1,13 @@
 """The working set of one write to a chat: what a batch loaded, made and changed.
 
-Every writer of a chat (ingest, presence, answers) fills a ``Work`` under the chat's row lock,
-then ``write`` saves it once: new objects in bulk, each changed object once, and the chat's
-version bumped once, so every push and resync can say exactly what changed.
+Every writer of a chat fills a ``Work`` inside ``chats.change`` (which holds the chat's row
+lock), then ``write`` saves it once: new objects in bulk, each changed object once, and the
+chat's version bumped once, so every push and resync can say exactly what changed.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -30,6 +31,26 @@ class FrameError(Exception):
     """A frame that cannot be applied; its message is sent back to the runner."""
 
 
+@dataclass(frozen=True)
+class ChatChange:
+    """What one write did to a chat: versions ``since`` → ``version`` (equal: nothing)."""
+
+    chat_id: uuid.UUID
+    workspace_id: uuid.UUID
+    since: int
+    version: int
+    prompts_changed: bool = False  # a prompt opened, was answered or closed: inboxes change
+
+    @property
+    def changed(self) -> bool:
+        return self.version > self.since
+
+    @classmethod
+    def gone(cls, chat: Chat) -> ChatChange:
+        """A chat that was deleted: nothing to push, but its open prompts left the inboxes."""
+        return cls(chat.pk, chat.workspace_id, chat.version, chat.version, prompts_changed=True)
+
+
 @dataclass
 class Work:
     """The in-memory working set of one batch."""
@@ -43,6 +64,14 @@ class Work:
     new_ids: set[int] = field(default_factory=set)
     dirty: dict[int, tuple[Model, set[str]]] = field(default_factory=dict)
     meta_changed: bool = False
+    result: ChatChange | None = None  # set by chats.change once the write is done
+
+    @property
+    def done(self) -> ChatChange:
+        """What the write did; only after the ``chats.change`` block."""
+        if self.result is None:
+            raise RuntimeError("the change is read after its chats.change block")
+        return self.result
 
     def add(self, *objs: Model) -> None:
         self.new += objs

@@ -26,6 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from activity import access, broadcast, presence
 from activity.models import AgentToken, Chat, Membership, Role, Workspace
+from activity.work import ChatChange
 
 PAGE = "activity/workspace.html"
 LIST = "activity/workspaces.html"
@@ -158,7 +159,7 @@ def delete_run(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
         delete(chat.pk)
     except Invalid as invalid:
         return render(request, CONFIRM, {**context, "error": str(invalid)}, status=409)
-    async_to_sync(broadcast.inbox_changed)(chat.workspace_id)  # its open prompts are gone
+    broadcast.announce_sync(ChatChange.gone(chat))  # its open prompts left the inboxes
     turns = context["turns"]
     messages.success(request, f"Deleted the run “{chat}” and its {turns} turn{'s' * (turns != 1)}.")
     return redirect("workspace", chat.workspace.slug)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from koruweb.asgi import application
 
-from activity.consumers import AgentConsumer
 from activity.frames import NumberedFrame
+from activity.pipeline import RunnerSession
 
 __all__ = ["application"]
 
 
-def one_frame(self: AgentConsumer) -> list[NumberedFrame | tuple[int, str]]:
+def one_frame(self: RunnerSession) -> list[NumberedFrame | tuple[int, str]]:
     return [self.pending.pop(0)]
 
 
-AgentConsumer.next_batch = one_frame  # type: ignore[method-assign]
+RunnerSession.next_batch = one_frame  # type: ignore[method-assign]

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from activity.calls import set_state
 from activity.merge import CallState
 from activity.models import Chat, InferenceAttempt, Message, ToolActivity, Workspace
 
@@ -33,7 +34,7 @@ def save_call(reply: Message, state: CallState) -> ToolActivity:
     row = ToolActivity(
         chat=chat, attempt=reply.attempt, assistant_message=reply, position=chat.tool_count
     )
-    row.set_state(state)
+    set_state(row, state)
     row.save()
     return row
 

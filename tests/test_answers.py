@@ -221,7 +221,7 @@ def test_pending_answers_wait_for_a_runner_that_is_away(acme, asking):
     presence.disconnect(asking.chat_id, "runner")
     alice = person(acme, "alice", Role.APPROVER)
     alice.post(f"/prompts/{asking.pk}/answer", {"choice": "allow-once"})
-    waiting, _, _ = answers.pending(asking.chat_id)
+    waiting, _ = answers.pending(asking.chat_id)
     assert [(a.request_id, a.outcome) for a in waiting] == [
         (7, {"outcome": "selected", "optionId": "allow-once"})
     ]

@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import connections
 
-from activity import broadcast, presence
+from activity import broadcast, groups, presence
 from activity.frames import runner_frame
 from activity.ingest import ingest
 from activity.models import Workspace
@@ -43,7 +43,7 @@ async def apply(chat_id: uuid.UUID, *raw: dict) -> None:
     result = await database_sync_to_async(ingest)(
         chat_id, [runner_frame.validate_python(r) for r in raw]
     )
-    await broadcast.changed(chat_id, result.since, result.version)
+    await broadcast.announce(result.change)
 
 
 async def pushes(channel: str, quiet: float) -> list[dict]:
@@ -60,7 +60,7 @@ async def pushes(channel: str, quiet: float) -> list[dict]:
 async def subscribe(chat_id: uuid.UUID) -> str:
     layer = get_channel_layer()
     channel: str = await layer.new_channel()
-    await layer.group_add(broadcast.group(chat_id), channel)
+    await layer.group_add(groups.chat(chat_id), channel)
     return channel
 
 
@@ -136,7 +136,7 @@ def test_a_push_looks_only_for_the_kinds_that_changed_and_misses_none():
     chat_id = async_to_sync(new_chat)()
 
     def step(*raw: dict) -> int:
-        return ingest(chat_id, [runner_frame.validate_python(r) for r in raw]).since
+        return ingest(chat_id, [runner_frame.validate_python(r) for r in raw]).change.since
 
     def render(since: int) -> tuple[str, int]:
         with CaptureQueriesContext(connection) as queries:
@@ -170,7 +170,7 @@ def test_a_chat_written_by_code_without_kind_versions_pushes_every_kind():
     chat_id = async_to_sync(new_chat)()
     since = ingest(
         chat_id, [runner_frame.validate_python(frames.tool_call(2, "c1", "Read a.py"))]
-    ).since
+    ).change.since
     Chat.objects.filter(pk=chat_id).update(  # as an older process would have left it
         meta_version=0, turns_version=0, replies_version=0, rows_version=0
     )

@@ -14,7 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.db import connections
 
-from activity import presence
+from activity import groups, presence
 from activity.models import AgentToken, Chat, Membership, Role, ToolActivity, Workspace
 from koruweb.asgi import application
 from tests import frames
@@ -280,8 +280,6 @@ async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version():
 async def test_viewers_in_one_process_share_one_member_of_the_chats_group():
     from channels.layers import InMemoryChannelLayer
 
-    from activity import broadcast
-
     layer = get_channel_layer()
     if not isinstance(layer, InMemoryChannelLayer):
         pytest.skip("reads the in-memory layer's groups")
@@ -295,7 +293,7 @@ async def test_viewers_in_one_process_share_one_member_of_the_chats_group():
             assert (await watch.connect())[0]
             await watch.send_json_to({"since": 0})
             await watch.receive_json_from(timeout=5)
-        assert len(layer.groups[broadcast.group(chat_id)]) == 1
+        assert len(layer.groups[groups.chat(chat_id)]) == 1
         await send_all(agent, *opening(attempt, reply))
         for watch in watchers:  # every viewer gets every push
             content = ""
@@ -305,7 +303,7 @@ async def test_viewers_in_one_process_share_one_member_of_the_chats_group():
         for watch in watchers:
             await watch.disconnect()
         await agent.disconnect()
-    assert broadcast.group(chat_id) not in layer.groups  # the last one out leaves the group
+    assert groups.chat(chat_id) not in layer.groups  # the last one out leaves the group
 
 
 async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeypatch):
@@ -331,7 +329,7 @@ async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeyp
         await watch.receive_nothing(timeout=0.1)
         text = broadcast.push_text(1000, 1001, "<p>later</p>")
         await get_channel_layer().group_send(
-            broadcast.group(chat_id), {"type": "chat.push", "text": text}
+            groups.chat(chat_id), {"type": "chat.push", "text": text}
         )
         assert await watch.receive_nothing(timeout=0.1)  # held until the catch-up is out
         go.set()
@@ -351,7 +349,7 @@ async def test_updates_that_arrive_while_a_push_goes_out_are_carried_by_one_more
     await send_all(agent, frames.turn_started(1, attempt, reply))
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(broadcast.group(chat_id), channel)
+    await layer.group_add(groups.chat(chat_id), channel)
     page = HeldPage()
     await broadcast.join(chat_id, page)
     try:
@@ -390,7 +388,7 @@ async def test_a_push_that_fails_to_render_leaves_the_runner_connected_and_the_n
     agent = await runner(token, chat_id)
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(broadcast.group(chat_id), channel)
+    await layer.group_add(groups.chat(chat_id), channel)
     render = broadcast.render_changes
 
     def broken(chat_id: uuid.UUID, since: int) -> tuple[str, int]:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from activity.calls import state_of
 from activity.contract import (
     ChoiceIntent,
     ToolActivityRecord,
@@ -185,7 +186,7 @@ def test_a_row_round_trips_to_the_exact_contract_json():
         "live": None,
     }
     assert ToolActivityRecord.model_validate(data).to_json() == data
-    assert row.state() == state
+    assert state_of(row) == state
 
 
 @pytest.mark.django_db

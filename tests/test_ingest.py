@@ -49,7 +49,7 @@ def test_a_burst_of_updates_to_one_row_is_one_row_under_one_new_version(chat):
     burst += [frames.tool_update(n, "c1", title=f"step {n}") for n in range(3, 53)]
     burst.append(frames.tool_update(53, "c1", status="completed"))
     result = apply(chat, *burst)
-    assert (result.since, result.version) == (before, before + 1)
+    assert (result.change.since, result.change.version) == (before, before + 1)
     row = ToolActivity.objects.get(chat=chat)
     assert row.agent_label == "step 52" and row.status == "completed"
     assert row.version == row.created_version == before + 1
@@ -77,7 +77,7 @@ def test_a_frame_already_applied_is_ignored(chat):
     start(chat)
     apply(chat, frames.tool_call(2, "c1", "Read a.py"))
     result = apply(chat, frames.tool_call(2, "c1", "Something else"))
-    assert result.acked == 2 and result.version == result.since
+    assert result.acked == 2 and not result.change.changed
     assert ToolActivity.objects.get(chat=chat).agent_label == "Read a.py"
 
 
@@ -158,9 +158,8 @@ def test_a_runner_gone_past_its_grace_period_ends_its_turn_and_closes_its_prompt
 
 def test_only_the_latest_runner_socket_decides_presence(chat):
     presence.connect(chat.workspace_id, chat.pk, "second-socket")
-    assert (
-        presence.disconnect(chat.pk, "runner-channel") is None
-    )  # the old one going changes nothing
+    old_one_goes = presence.disconnect(chat.pk, "runner-channel")
+    assert old_one_goes is not None and not old_one_goes.changed  # it changes nothing
     assert Chat.objects.get(pk=chat.pk).runner_connected
 
 

@@ -7,16 +7,17 @@ It reconnects with exponential backoff and jitter for as long as the runner runs
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from activity.frames import Ack, Answer, Error, Hello, server_frame
 from activity.runner.outbox import Outbox
 
 FATAL_CODES = {4401: "the server refused the agent token", 4403: "this chat is not yours"}
@@ -83,19 +84,22 @@ class Link:
             await asyncio.sleep(delay * random.uniform(0.7, 1.3))
 
     async def session(self, socket: ClientConnection) -> None:
-        await socket.send(
-            json.dumps({"type": "hello", "chat_id": str(self.chat_id), "acked": self.outbox.acked})
-        )
-        first = json.loads(await socket.recv())
-        if first.get("type") != "ack":
-            raise Fatal(f"the server did not accept the hello: {first.get('error', first)}")
-        self.outbox.ack(int(first["seq"]))
+        await socket.send(Hello(chat_id=self.chat_id, acked=self.outbox.acked).model_dump_json())
+        text = await socket.recv()
+        try:
+            first = server_frame.validate_json(text)
+        except ValidationError:
+            raise Fatal(f"the server did not answer the hello: {text!r:.200}") from None
+        if not isinstance(first, Ack):
+            said = first.error if isinstance(first, Error) else first
+            raise Fatal(f"the server did not accept the hello: {said}")
+        self.outbox.ack(first.seq)
         self.connected.set()
         self.ever_connected.set()
         sender = asyncio.create_task(self.send_frames(socket))
         try:
             async for text in socket:
-                self.receive(json.loads(text))
+                self.receive(text)
         finally:
             sender.cancel()
 
@@ -108,14 +112,19 @@ class Link:
                 sent = seq
             await self.outbox.changed.wait()
 
-    def receive(self, frame: dict[str, Any]) -> None:
-        match frame.get("type"):
-            case "ack":
-                self.outbox.ack(int(frame["seq"]))
-            case "error":
-                if frame.get("seq") not in self.outbox.reported:  # one line per odd message
-                    say(f"the server skipped frame {frame.get('seq')}: {frame.get('error')}")
-                if isinstance(frame.get("seq"), int):
-                    self.outbox.ack(frame["seq"])
-            case "answer":
-                self.on_answer(frame["request_id"], frame["outcome"])
+    def receive(self, text: str | bytes) -> None:
+        try:
+            frame = server_frame.validate_json(text)
+        except ValidationError as error:
+            say(f"the server sent a frame the runner does not know, ignored: {error.errors()[0]}")
+            return
+        match frame:
+            case Ack():
+                self.outbox.ack(frame.seq)
+            case Error():
+                if frame.seq not in self.outbox.reported:  # one line per odd message
+                    say(f"the server skipped frame {frame.seq}: {frame.error}")
+                if frame.seq is not None:
+                    self.outbox.ack(frame.seq)
+            case Answer():
+                self.on_answer(frame.request_id, frame.outcome)

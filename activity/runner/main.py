@@ -29,6 +29,7 @@ from acp.schema import (
     Implementation,
 )
 
+from activity.frames import TurnEnded, TurnStarted
 from activity.runner import setup
 from activity.runner.link import Fatal, Link, say
 from activity.runner.outbox import Outbox
@@ -218,16 +219,14 @@ class Runner:
     ) -> None:
         attempt_id = uuid.uuid4()
         self.outbox.add(
-            {
-                "type": "turn_started",
-                "attempt_id": str(attempt_id),
-                "message_id": str(uuid.uuid4()),
-                "agent_name": self.agent_name,
-                "agent_version": self.agent_version,
-                "prompt": prompt,
-                "title": self.options.title or prompt.splitlines()[0][:200],
-                "mode": self.mode,
-            }
+            TurnStarted,
+            attempt_id=attempt_id,
+            message_id=uuid.uuid4(),
+            agent_name=self.agent_name,
+            agent_version=self.agent_version,
+            prompt=prompt,
+            title=self.options.title or prompt.splitlines()[0][:200],
+            mode=self.mode[:100] if self.mode else None,
         )
         self.turn = asyncio.create_task(
             conn.prompt(session_id=self.session_id, prompt=[text_block(prompt)])
@@ -262,8 +261,13 @@ class Runner:
     def end_turn(
         self, attempt_id: uuid.UUID, stop_reason: str, usage: Any = None, error: str | None = None
     ) -> None:
-        frame = {"attempt_id": str(attempt_id), "stop_reason": stop_reason[:64], "usage": usage}
-        self.outbox.add({"type": "turn_ended", **frame, **({"error": error} if error else {})})
+        self.outbox.add(
+            TurnEnded,
+            attempt_id=attempt_id,
+            stop_reason=stop_reason[:64] or "end_turn",
+            usage=usage if isinstance(usage, dict) else None,
+            error=error[:2000] if error else None,
+        )
 
     async def flush(self, link: asyncio.Task[None]) -> None:
         """Wait until the server has every frame."""

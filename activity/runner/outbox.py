@@ -15,6 +15,8 @@ import time
 from collections import deque
 from typing import Any
 
+from activity.frames import Acp, NumberedFrame, acp_parts
+
 FRAME_BUDGET = 900 * 1024  # under Daphne's 1 MiB limit, with room for the envelope
 STRING_LIMITS = (256 * 1024, 32 * 1024, 4 * 1024, 512)
 OUTPUT_KEYS = frozenset({"content", "rawOutput"})
@@ -50,15 +52,14 @@ def cut_strings(value: Any, limit: int) -> tuple[Any, int]:
 
 def cut_message(message: dict[str, Any], limit: int) -> tuple[dict[str, Any], int]:
     """Cut a raw ACP message's strings; returns it and the bytes cut from a tool's output."""
-    params = message.get("params")
-    update = params.get("update") if isinstance(params, dict) else None
+    params, update = acp_parts(message)
     output_lost = 0
-    if isinstance(update, dict):
+    if update is not None:
         update = dict(update)
         for key in OUTPUT_KEYS & update.keys():
             update[key], lost = cut_strings(update[key], limit)
             output_lost += lost
-        message = {**message, "params": {**params, "update": update}}  # type: ignore[dict-item]
+        message = {**message, "params": {**params, "update": update}}
     cut, _ = cut_strings(message, limit)
     return cut, output_lost
 
@@ -92,14 +93,16 @@ class Outbox:
         self.changed = asyncio.Event()  # set when a frame is added or acknowledged
         self.reported: set[int] = set()  # frames whose problem the runner has already said
 
-    def add(self, frame: dict[str, Any]) -> int:
-        """Number, stamp and queue a frame. Synchronous: the order of calls is the wire order.
+    def add(self, kind: type[NumberedFrame], **fields: Any) -> int:
+        """Number, stamp and queue a frame of ``kind`` (a model of ``frames.py``, so the server
+        accepts it by construction). Synchronous: the order of calls is the wire order.
 
-        The number is taken only once the frame is written, so a frame that cannot be written
-        leaves no gap in the numbers (a gap would make the server refuse every later frame).
+        The number is taken only once the frame is written, so a frame that cannot be built or
+        written leaves no gap in the numbers (a gap would make the server refuse every later
+        frame); such a frame raises ``ValidationError``.
         """
-        frame = {**frame, "seq": self.seq + 1, "at": now_ms()}
-        text = fit(frame) if frame["type"] == "acp" else dumps(frame)
+        frame = kind(seq=self.seq + 1, at=now_ms(), **fields).model_dump(mode="json")
+        text = fit(frame) if kind is Acp else dumps(frame)
         self.seq += 1
         self.frames.append((self.seq, text))
         self.changed.set()

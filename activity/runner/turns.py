@@ -35,6 +35,7 @@ from acp.schema import (
 )
 from pydantic import TypeAdapter, ValidationError
 
+from activity.frames import Acp, PromptOutcome
 from activity.runner.link import say
 from activity.runner.outbox import Outbox
 
@@ -63,7 +64,7 @@ class TurnTable:
         message = event.message
         if event.direction is StreamDirection.OUTGOING:
             if message.get("method") == "session/cancel":  # the turn's calls are cancelled now
-                self.outbox.add({"type": "acp", "message": message})
+                self.outbox.add(Acp, message=message)
             return  # our other messages, and responses: the turn frames say what they mean
         method = message.get("method")
         if method is None:
@@ -71,7 +72,7 @@ class TurnTable:
         if method == "session/cancel":  # only a client sends it; forwarded, it would read as ours
             say("the agent sent 'session/cancel', which only a client sends; ignored")
             return
-        seq = self.outbox.add({"type": "acp", "message": message})
+        seq = self.outbox.add(Acp, message=message)
         if "id" not in message:
             if method not in SERVED and not str(method).startswith("_"):
                 say(f"the agent sent {str(method)[:80]!r}, which koruweb does not understand")
@@ -122,7 +123,7 @@ class TurnTable:
         """Record what the agent is told, before the response goes out. An answer's content
         is never recorded: it may be secret, and it only ever lives in memory."""
         recorded = {key: value for key, value in outcome.items() if key != "content"}
-        self.outbox.add({"type": "prompt_outcome", "request_id": request_id, "outcome": recorded})
+        self.outbox.add(PromptOutcome, request_id=request_id, outcome=recorded)
 
     def answer(self, request_id: str | int, outcome: dict[str, Any]) -> None:
         future = self.waiting.get(request_id)

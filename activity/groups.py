@@ -1,0 +1,31 @@
+"""Every channel-layer group koruweb uses, with what its members are and what they receive."""
+
+from __future__ import annotations
+
+import uuid
+
+# Superusers' inbox sockets: told of every workspace's prompts.
+INBOX_ALL = "inbox-all"
+
+
+def chat(chat_id: uuid.UUID | str) -> str:
+    """The rooms of a chat's viewers, one per server process (``broadcast.Room``); each
+    receives ``{"type": "chat.push", "text": <push JSON>}``."""
+    return f"chat-{chat_id}"
+
+
+def runner(chat_id: uuid.UUID | str) -> str:
+    """The socket of the runner that owns a chat; receives ``{"type": "runner.answer",
+    "text": <answer frame>}``."""
+    return f"runner-{chat_id}"
+
+
+def token(token_id: int) -> str:
+    """The sockets of the runners that use one agent token; told ``token.revoked``."""
+    return f"token-{token_id}"
+
+
+def inbox(workspace_id: uuid.UUID | str) -> str:
+    """The inbox sockets of the people who may answer in a workspace; told ``inbox.changed``
+    when a prompt there opens, is answered or closes."""
+    return f"inbox-{workspace_id}"
