@@ -34,7 +34,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
 
-from activity import access, groups, reads
+from activity import access, dom, groups, reads
 from activity.work import ChatChange
 
 log = logging.getLogger(__name__)
@@ -67,24 +67,19 @@ def render_changes(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
     if c.meta:
         parts.append(render_to_string(f"{PARTS}#chat-head", ctx))
     if c.new_turns:
-        turns = "".join(render_to_string(f"{PARTS}#turn", {"turn": t}) for t in c.new_turns)
-        parts.append(f'<div hx-swap-oob="beforeend:#turns">{turns}</div>')
+        new = {"turns": c.new_turns, "turns_id": dom.TURNS}
+        parts.append(render_to_string(f"{PARTS}#push-new-turns", new))
     parts += [render_to_string(f"{PARTS}#turn-head", {**ctx, "turn": t}) for t in c.turns]
     parts += [render_to_string(f"{PARTS}#reply", {**ctx, "reply": r}) for r in c.replies]
-    # Table parts travel inside a <table> of their own: htmx parses a push in a <template>,
-    # whose parser drops bare <tr>/<tbody> tags that follow other elements.
-    by_turn: dict[uuid.UUID, list[str]] = {}
+    by_turn: dict[uuid.UUID, list[Any]] = {}
     for row in c.new_rows:
-        by_turn.setdefault(row.attempt_id, []).append(
-            render_to_string(f"{PARTS}#tool-row", {"row": row})
-        )
+        by_turn.setdefault(row.attempt_id, []).append(row)
     parts += [
-        f'<table><tbody hx-swap-oob="beforeend:#tools-{attempt}">{"".join(rows)}</tbody></table>'
+        render_to_string(f"{PARTS}#push-new-rows", {"attempt_id": attempt, "rows": rows})
         for attempt, rows in by_turn.items()
     ]
-    changed = "".join(render_to_string(f"{PARTS}#tool-row", {**ctx, "row": r}) for r in c.rows)
-    if changed:
-        parts.append(f"<table><tbody>{changed}</tbody></table>")
+    if c.rows:
+        parts.append(render_to_string(f"{PARTS}#push-rows", {**ctx, "rows": c.rows}))
     return "".join(parts), c.version
 
 

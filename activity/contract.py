@@ -33,10 +33,6 @@ class ToolStatus(models.TextChoices):
     FAILED = "failed"
     CANCELLED = "cancelled"
 
-    @property
-    def is_final(self) -> bool:
-        return self in FINAL_STATUSES
-
 
 FINAL_STATUSES = frozenset({ToolStatus.COMPLETED, ToolStatus.FAILED, ToolStatus.CANCELLED})
 
@@ -74,10 +70,6 @@ class ChoiceIntent(models.TextChoices):
     @classmethod
     def from_kind(cls, kind: str | None) -> ChoiceIntent:
         return cls(kind) if kind in cls.values else cls.OTHER
-
-    @property
-    def allows(self) -> bool:
-        return self in (ChoiceIntent.ALLOW_ONCE, ChoiceIntent.ALLOW_ALWAYS)
 
 
 # ACP kinds whose tools only look: read, search, think, fetch.

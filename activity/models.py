@@ -107,10 +107,6 @@ class InferenceAttempt(models.Model):
     def __str__(self) -> str:
         return f"turn {self.id}"
 
-    @property
-    def is_running(self) -> bool:
-        return self.ended_at is None
-
 
 class Message(models.Model):
     """The assistant's reply in one turn: its Markdown, with the thoughts kept apart."""
@@ -187,10 +183,6 @@ class ToolActivity(models.Model):
 
     def __str__(self) -> str:
         return self.agent_label or self.tool_name
-
-    @property
-    def dom_id(self) -> str:
-        return f"tool-{self.id}"
 
     @property
     def duration_ms(self) -> int | None:

@@ -280,13 +280,6 @@ class CreateElicitation(Wire):
     url: str | None = None
 
 
-class PromptResult(Wire):
-    """The result of ``session/prompt``: why the turn stopped."""
-
-    stop_reason: str
-    usage: dict[str, Any] | None = None
-
-
 # --- the JSON-RPC envelope -------------------------------------------------------------------
 
 

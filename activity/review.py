@@ -21,7 +21,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from activity import access, broadcast, chats, reads
+from activity import access, broadcast, chats, dom, reads
 from activity.contract import bound
 from activity.models import AgentToken, Chat, Comment, InferenceAttempt, ToolActivity
 from activity.transcript import chat_markdown, interleave, timeline
@@ -69,10 +69,10 @@ def tool(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponseRedirect:
     before = ToolActivity.objects.filter(attempt=row.attempt_id, position__lt=row.position)
     after = ToolActivity.objects.filter(attempt=row.attempt_id, position__gt=row.position)
     if after.count() < reads.LIVE_ROWS:
-        return redirect(reverse("chat", args=[row.chat_id]) + f"#tool-{row.pk}")
+        return redirect(reverse("chat", args=[row.chat_id]) + f"#{dom.tool(row.pk)}")
     page = before.count() // TURN_PAGE_ROWS + 1
     url = reverse("turn", args=[row.chat_id, row.attempt_id])
-    return redirect(f"{url}?page={page}#tool-{row.pk}")
+    return redirect(f"{url}?page={page}#{dom.tool(row.pk)}")
 
 
 @require_POST
@@ -87,7 +87,7 @@ def comment(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponse:
     broadcast.announce_sync(add_comment(row, request.user, text))
     if request.headers.get("HX-Request"):
         return HttpResponse(status=204)
-    return redirect(reverse("chat", args=[row.chat_id]) + f"#tool-{row.pk}")
+    return redirect(reverse("chat", args=[row.chat_id]) + f"#{dom.tool(row.pk)}")
 
 
 def _chat_for_export(request: HttpRequest, chat_id: uuid.UUID) -> Chat | HttpResponse:

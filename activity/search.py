@@ -35,7 +35,7 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from activity import access
+from activity import access, dom
 from activity.models import Chat, Message, ToolActivity
 
 MAX_QUERY_CHARS = 500
@@ -112,7 +112,7 @@ class Hit:
 
     @property
     def url(self) -> str:
-        anchor = f"tool-{self.id}" if self.kind == "row" else f"reply-{self.id}"
+        anchor = dom.tool(self.id) if self.kind == "row" else dom.reply(self.id)
         return f"{reverse('chat', args=[self.chat.pk])}#{anchor}"
 
 

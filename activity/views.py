@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 
-from activity import access, answers, broadcast, reads
+from activity import access, answers, broadcast, dom, reads
 from activity import runs as runs_list
 from activity.models import Prompt, Role
 
@@ -41,6 +41,7 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
     context = {
         "chat": found,
         "turns": turns,
+        "turns_id": dom.TURNS,
         "version": version,
         "can_answer": access.can_answer(request.user, found),
         "can_manage": access.role_in(request.user, found.workspace_id) == Role.ADMIN,

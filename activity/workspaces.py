@@ -7,9 +7,10 @@ input shows the page again with a clear message and changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -56,6 +57,11 @@ def admin_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
     return wrapped
 
 
+def admin_action(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A form post of a workspace's admins: ``admin_view``, logged in, POST only."""
+    return require_POST(login_required(admin_view(view)))
+
+
 @require_GET
 @login_required
 def workspaces(request: HttpRequest) -> HttpResponse:
@@ -69,15 +75,12 @@ def workspace(request: HttpRequest, workspace: Workspace) -> HttpResponse:
     return page(request, workspace)
 
 
-@require_POST
-@login_required
-@admin_view
+@admin_action
 def add_member(request: HttpRequest, workspace: Workspace) -> HttpResponse:
     username = request.POST.get("username", "").strip()
     role = parse_role(request.POST.get("role", Role.VIEWER))
     user = find_user(username)
-    with transaction.atomic():
-        lock(workspace)
+    with locked(workspace):
         found = workspace.memberships.filter(user_id=user.pk).first()
         if found is not None:
             raise Invalid(f"{username} is already a member of {workspace}, as {found.role}.")
@@ -86,13 +89,10 @@ def add_member(request: HttpRequest, workspace: Workspace) -> HttpResponse:
     return redirect("workspace", workspace.slug)
 
 
-@require_POST
-@login_required
-@admin_view
+@admin_action
 def change_role(request: HttpRequest, workspace: Workspace, member_id: int) -> HttpResponse:
     role = parse_role(request.POST.get("role", ""))
-    with transaction.atomic():
-        lock(workspace)
+    with locked(workspace):
         member = get_object_or_404(workspace.memberships.select_related("user"), pk=member_id)
         if role != Role.ADMIN:
             keep_an_admin(workspace, member, "demote")
@@ -102,12 +102,9 @@ def change_role(request: HttpRequest, workspace: Workspace, member_id: int) -> H
     return after_change(request, workspace)
 
 
-@require_POST
-@login_required
-@admin_view
+@admin_action
 def remove_member(request: HttpRequest, workspace: Workspace, member_id: int) -> HttpResponse:
-    with transaction.atomic():
-        lock(workspace)
+    with locked(workspace):
         member = get_object_or_404(workspace.memberships.select_related("user"), pk=member_id)
         keep_an_admin(workspace, member, "remove")
         member.delete()
@@ -115,9 +112,7 @@ def remove_member(request: HttpRequest, workspace: Workspace, member_id: int) ->
     return after_change(request, workspace)
 
 
-@require_POST
-@login_required
-@admin_view
+@admin_action
 def create_token(request: HttpRequest, workspace: Workspace) -> HttpResponse:
     name = request.POST.get("name", "").strip()
     if not name:
@@ -129,9 +124,7 @@ def create_token(request: HttpRequest, workspace: Workspace) -> HttpResponse:
     return page(request, workspace, new_token=(token, plain))
 
 
-@require_POST
-@login_required
-@admin_view
+@admin_action
 def revoke_token(request: HttpRequest, workspace: Workspace, token_id: int) -> HttpResponse:
     token = get_object_or_404(workspace.tokens, pk=token_id)
     revoked = workspace.tokens.filter(pk=token.pk, revoked_at__isnull=True).update(
@@ -230,10 +223,13 @@ def find_user(username: str) -> AbstractBaseUser:
         raise Invalid(f"There is no user named “{username}”: they need an account first.") from None
 
 
-def lock(workspace: Workspace) -> None:
+@contextlib.contextmanager
+def locked(workspace: Workspace) -> Iterator[None]:
     """Changes to one workspace's members go one at a time, so two admins demoting each
     other at once cannot leave it without an admin."""
-    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+    with transaction.atomic():
+        Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+        yield
 
 
 def keep_an_admin(workspace: Workspace, member: Membership, action: str) -> None:

@@ -138,10 +138,6 @@ class TurnTable:
             if not future.done():
                 future.cancel()
 
-    @property
-    def open(self) -> int:
-        return len(self.waiting)
-
 
 def _refused(method: str) -> Callable[..., Awaitable[None]]:
     async def refuse(*args: Any, **kwargs: Any) -> None:

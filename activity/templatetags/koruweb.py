@@ -3,9 +3,16 @@ from __future__ import annotations
 from django import template
 from django.utils.safestring import SafeString
 
+from activity import dom
 from activity.markdown import render_markdown
 
 register = template.Library()
+
+
+@register.filter
+def dom_id(pk: object, kind: str) -> str:
+    """The DOM id of an object of ``kind`` (``activity/dom.py``): ``{{ row.pk|dom_id:"tool" }}``."""
+    return dom.dom_id(kind, str(pk))
 
 
 @register.filter

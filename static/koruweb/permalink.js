@@ -1,14 +1,16 @@
 // Permalinks to a row (#tool-<uuid>): scroll to it and highlight it. A row that is not on this
 // page (a very long turn shows its latest calls live) is found through /tools/<uuid>/.
+// The prefix comes from the script tag (data-prefix), which takes it from activity/dom.py.
 (() => {
+  const prefix = document.currentScript.dataset.prefix;
   const show = () => {
     const id = decodeURIComponent(location.hash.slice(1));
-    if (!id.startsWith("tool-")) return;
+    if (!id.startsWith(prefix)) return;
     const row = document.getElementById(id);
     if (!row) {
       if (!sessionStorage.getItem(`sought-${id}`)) {
         sessionStorage.setItem(`sought-${id}`, "1");
-        location.replace(`/tools/${id.slice(5)}/`);
+        location.replace(`/tools/${id.slice(prefix.length)}/`);
       }
       return;
     }

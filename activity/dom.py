@@ -1,0 +1,31 @@
+"""The one source of every DOM id a page, a push or a script looks elements up by.
+
+Python uses these functions, templates the ``dom_id`` filter (``{{ row.pk|dom_id:"tool" }}``),
+and scripts read a prefix from their tag's ``data-`` attributes.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+PREFIXES = {
+    "turn": "turn-",  # a turn's section
+    "tool": "tool-",  # a call's row: permalinks (#tool-<uuid>) and pushes morph it
+    "details": "details-",  # a row's expandable details, kept open across pushes
+    "tools": "tools-",  # a turn's table body, where pushes append new rows
+    "turn-head": "turn-head-",  # a turn's head: prompt, status, plan, notes
+    "reply": "reply-",  # a turn's reply
+}
+TURNS = "turns"  # the chat page's list of turns, where pushes append new turns
+
+
+def dom_id(kind: str, pk: uuid.UUID | str) -> str:
+    return f"{PREFIXES[kind]}{pk}"
+
+
+def tool(pk: uuid.UUID | str) -> str:
+    return dom_id("tool", pk)
+
+
+def reply(pk: uuid.UUID | str) -> str:
+    return dom_id("reply", pk)
