@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-pytest_plugins = ["tests.agents.real.fixtures"]
+pytest_plugins = ["tests.agents.real.fixtures", "tests.people"]
 
 _tmp = Path(tempfile.mkdtemp(prefix="koruweb-tests-"))
 

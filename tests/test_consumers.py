@@ -13,9 +13,10 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.db import connections
+from django.test import Client
 
 from activity import groups, presence
-from activity.models import AgentToken, Chat, Membership, Role, ToolActivity, Workspace
+from activity.models import AgentToken, Chat, ToolActivity, Workspace
 from koruweb.asgi import application
 from tests import frames
 from tests.factories import HeldPage
@@ -79,7 +80,7 @@ async def test_a_runner_without_a_valid_token_is_closed_with_4401():
 
 
 async def test_a_revoked_token_no_longer_connects():
-    workspace, token = await workspace_with_token()
+    _, token = await workspace_with_token()
     await database_sync_to_async(
         lambda: AgentToken.objects.update(revoked_at="2026-01-01T00:00:00Z")
     )()
@@ -192,18 +193,9 @@ async def test_a_runner_cannot_write_to_another_workspaces_chat():
 # --- viewers ---------------------------------------------------------------------------------
 
 
-@database_sync_to_async
-def member(workspace: Workspace, name: str, role: Role = Role.VIEWER) -> User:
-    user = User.objects.create_user(name, password="pw")
-    Membership.objects.create(workspace=workspace, user=user, role=role)
-    return user
-
-
 async def viewer(user: User | None, chat_id: uuid.UUID, origin=ORIGIN) -> WebsocketCommunicator:
     headers = [origin]
     if user is not None:
-        from django.test import Client
-
         client = Client()
         await database_sync_to_async(client.force_login)(user)
         cookie = f"sessionid={client.cookies['sessionid'].value}"
@@ -218,32 +210,29 @@ async def test_an_anonymous_viewer_is_accepted_then_closed_with_4401():
     assert (await socket.receive_output())["code"] == 4401
 
 
-async def test_a_viewer_outside_the_workspace_is_closed_with_4403():
-    workspace, token = await workspace_with_token("acme")
-    other, _ = await workspace_with_token("globex")
+async def test_a_viewer_outside_the_workspace_is_closed_with_4403(outsider):
+    _, token = await workspace_with_token("acme")
     chat_id = uuid.uuid4()
     await (await runner(token, chat_id)).disconnect()
-    socket = await viewer(await member(other, "charlie"), chat_id)
+    socket = await viewer(outsider, chat_id)
     await socket.connect()
     assert (await socket.receive_output())["code"] == 4403
 
 
-async def test_a_socket_from_another_site_is_refused():
-    workspace, token = await workspace_with_token()
+async def test_a_socket_from_another_site_is_refused(acme_viewer):
+    _, token = await workspace_with_token()
     chat_id = uuid.uuid4()
     await (await runner(token, chat_id)).disconnect()
-    alice = await member(workspace, "alice")
-    socket = await viewer(alice, chat_id, origin=(b"origin", b"https://evil.example"))
+    socket = await viewer(acme_viewer, chat_id, origin=(b"origin", b"https://evil.example"))
     connected, _ = await socket.connect()
     assert not connected
 
 
-async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version():
-    workspace, token = await workspace_with_token()
+async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version(acme_viewer):
+    _, token = await workspace_with_token()
     chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     agent = await runner(token, chat_id)
-    alice = await member(workspace, "alice")
-    watch = await viewer(alice, chat_id)
+    watch = await viewer(acme_viewer, chat_id)
     assert (await watch.connect())[0]
     try:
         await watch.send_json_to({"since": 0})
@@ -277,17 +266,16 @@ async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version():
         await agent.disconnect()
 
 
-async def test_viewers_in_one_process_share_one_member_of_the_chats_group():
+async def test_viewers_in_one_process_share_one_member_of_the_chats_group(acme_viewer):
     from channels.layers import InMemoryChannelLayer
 
     layer = get_channel_layer()
     if not isinstance(layer, InMemoryChannelLayer):
         pytest.skip("reads the in-memory layer's groups")
-    workspace, token = await workspace_with_token()
+    _, token = await workspace_with_token()
     chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     agent = await runner(token, chat_id)
-    alice = await member(workspace, "alice")
-    watchers = [await viewer(alice, chat_id) for _ in range(3)]
+    watchers = [await viewer(acme_viewer, chat_id) for _ in range(3)]
     try:
         for watch in watchers:
             assert (await watch.connect())[0]
@@ -306,15 +294,15 @@ async def test_viewers_in_one_process_share_one_member_of_the_chats_group():
     assert groups.chat(chat_id) not in layer.groups  # the last one out leaves the group
 
 
-async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeypatch):
+async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeypatch, acme_viewer):
     import threading
 
     from activity import broadcast
 
-    workspace, token = await workspace_with_token()
+    _, token = await workspace_with_token()
     chat_id = uuid.uuid4()
     await (await runner(token, chat_id)).disconnect()
-    watch = await viewer(await member(workspace, "alice"), chat_id)
+    watch = await viewer(acme_viewer, chat_id)
     assert (await watch.connect())[0]
     go = threading.Event()
     render = broadcast.render_changes
@@ -412,15 +400,9 @@ async def test_a_push_that_fails_to_render_leaves_the_runner_connected_and_the_n
 
 
 @database_sync_to_async
-def answer_as(workspace: Workspace, name: str, chat_id: uuid.UUID, choice: str) -> int:
-    from django.test import Client
-
+def answer_as(client: Client, chat_id: uuid.UUID, choice: str) -> int:
     from activity.models import Prompt
 
-    user = User.objects.create_user(name, password="pw")
-    Membership.objects.create(workspace=workspace, user=user, role=Role.APPROVER)
-    client = Client()
-    client.force_login(user)
     prompt = Prompt.objects.get(chat_id=chat_id)
     return client.post(f"/prompts/{prompt.pk}/answer", {"choice": choice}).status_code
 
@@ -433,13 +415,13 @@ def asking(attempt: uuid.UUID, reply: uuid.UUID) -> list[dict]:
     ]
 
 
-async def test_an_answer_from_the_web_reaches_the_runner_that_owns_the_agent():
-    workspace, token = await workspace_with_token()
+async def test_an_answer_from_the_web_reaches_the_runner_that_owns_the_agent(as_approver):
+    _, token = await workspace_with_token()
     chat_id = uuid.uuid4()
     agent = await runner(token, chat_id)
     try:
         await send_all(agent, *asking(uuid.uuid4(), uuid.uuid4()))
-        assert await answer_as(workspace, "alice", chat_id, "allow-once") == 302
+        assert await answer_as(as_approver, chat_id, "allow-once") == 302
         assert await agent.receive_json_from(timeout=5) == {
             "type": "answer",
             "request_id": 7,
@@ -449,13 +431,15 @@ async def test_an_answer_from_the_web_reaches_the_runner_that_owns_the_agent():
         await agent.disconnect()
 
 
-async def test_an_answer_given_while_the_runner_was_away_is_delivered_when_it_comes_back():
-    workspace, token = await workspace_with_token()
+async def test_an_answer_given_while_the_runner_was_away_is_delivered_when_it_comes_back(
+    as_approver,
+):
+    _, token = await workspace_with_token()
     chat_id = uuid.uuid4()
     agent = await runner(token, chat_id)
     await send_all(agent, *asking(uuid.uuid4(), uuid.uuid4()))
     await agent.disconnect()
-    assert await answer_as(workspace, "alice", chat_id, "reject") == 302
+    assert await answer_as(as_approver, chat_id, "reject") == 302
 
     back = WebsocketCommunicator(
         application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())]
@@ -473,10 +457,9 @@ async def test_an_answer_given_while_the_runner_was_away_is_delivered_when_it_co
         await back.disconnect()
 
 
-async def test_an_inbox_socket_hears_of_a_new_prompt_in_its_workspace():
-    workspace, token = await workspace_with_token()
-    alice = await member(workspace, "alice", Role.APPROVER)
-    inbox = await viewer(alice, uuid.uuid4())
+async def test_an_inbox_socket_hears_of_a_new_prompt_in_its_workspace(acme_approver):
+    _, token = await workspace_with_token()
+    inbox = await viewer(acme_approver, uuid.uuid4())
     inbox.scope["path"] = "/ws/inbox/"  # same headers, the inbox route
     inbox = WebsocketCommunicator(application, "/ws/inbox/", headers=inbox.scope["headers"])
     assert (await inbox.connect())[0]
@@ -493,7 +476,7 @@ async def test_an_inbox_socket_hears_of_a_new_prompt_in_its_workspace():
 
 
 async def test_revoking_a_token_cuts_off_the_runner_that_uses_it():
-    workspace, token = await workspace_with_token()
+    _, token = await workspace_with_token()
     agent = await runner(token, uuid.uuid4())
     found = await database_sync_to_async(AgentToken.find)(token)
     assert found is not None

@@ -21,7 +21,9 @@ from activity.contract import (
     tool_activity_json_schema,
 )
 from activity.merge import CallState
-from tests.factories import make_chat, make_turn, save_call
+from activity.models import ToolActivity
+from tests import frames
+from tests.factories import apply, make_turn, save_call
 
 # Seed 004, field for field: (name, required, JSON type of a value, nullable).
 SEED_FIELDS = [
@@ -139,7 +141,7 @@ def test_an_unknown_option_kind_means_the_other_intent():
 
 @pytest.mark.django_db
 def test_a_row_round_trips_to_the_exact_contract_json():
-    reply = make_turn(make_chat())
+    reply = make_turn()
     state = CallState(
         tool_call_id="toolu_01",
         proposed_at=-5,  # before 1970: timestamps are signed
@@ -191,22 +193,24 @@ def test_a_row_round_trips_to_the_exact_contract_json():
 
 @pytest.mark.django_db
 def test_a_rows_id_is_a_fresh_uuid4_not_the_agents_call_id():
-    reply = make_turn(make_chat())
-    row = save_call(
-        reply, CallState(tool_call_id="00000000-0000-4000-8000-000000000000", proposed_at=1)
-    )
+    reply = make_turn()
+    apply(reply.chat_id, frames.tool_call(2, "00000000-0000-4000-8000-000000000000", "Read"))
+    row = ToolActivity.objects.get(chat_id=reply.chat_id)
     assert row.id.version == 4
     assert str(row.id) != row.tool_call_id
 
 
 @pytest.mark.django_db
 def test_export_chat_prints_the_chats_rows_in_order_with_live_null(capsys):
-    reply = make_turn(make_chat())
-    first = save_call(
-        reply, CallState(tool_call_id="a", proposed_at=1, agent_label="Read README.md")
+    reply = make_turn()
+    apply(
+        reply.chat_id,
+        frames.tool_call(2, "a", "Read README.md"),
+        frames.tool_call(3, "b", "Run tests"),
     )
-    second = save_call(reply, CallState(tool_call_id="b", proposed_at=2, agent_label="Run tests"))
-    save_call(make_turn(make_chat(slug="other")), CallState(tool_call_id="c", proposed_at=3))
+    first, second = ToolActivity.objects.filter(chat_id=reply.chat_id).order_by("position")
+    assert (first.tool_call_id, second.tool_call_id) == ("a", "b")
+    apply(make_turn("other").chat_id, frames.tool_call(2, "c", "Read"))
     call_command("export_chat", str(reply.chat_id))
     rows = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in rows] == [str(first.id), str(second.id)]

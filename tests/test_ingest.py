@@ -9,23 +9,20 @@ from pydantic import TypeAdapter
 
 from activity import presence
 from activity.frames import runner_frame
-from activity.ingest import ingest
-from activity.models import Chat, Prompt, ToolActivity, Workspace
+from activity.models import Chat, Prompt, ToolActivity
 from activity.work import FrameError
-from tests import frames
+from tests import factories, frames
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def chat() -> Chat:
-    workspace = Workspace.objects.create(slug="acme", name="Acme")
-    change, _ = presence.connect(workspace.pk, uuid.uuid4(), "runner-channel")
-    return Chat.objects.get(pk=change.chat_id)
+def chat(acme) -> Chat:
+    return factories.run(acme, channel="runner-channel")
 
 
 def apply(chat: Chat, *raw: dict):
-    return ingest(chat.pk, [runner_frame.validate_python(r) for r in raw])
+    return factories.apply(chat.pk, *raw)
 
 
 def start(chat: Chat) -> tuple[uuid.UUID, uuid.UUID]:

@@ -13,7 +13,7 @@ from django.db import connections
 from django.utils import timezone
 
 from activity import groups, pipeline
-from activity.models import AgentToken, Chat, Prompt, ToolActivity, Workspace
+from activity.models import AgentToken, Chat, Prompt, ToolActivity
 from tests import frames
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -48,10 +48,9 @@ async def close_connections():
 
 
 @pytest.fixture
-async def token() -> AgentToken:
+async def token(acme) -> AgentToken:
     def make() -> AgentToken:
-        workspace = Workspace.objects.create(slug="acme", name="Acme")
-        return AgentToken.issue(workspace, "laptop")[0]
+        return AgentToken.issue(acme, "laptop")[0]
 
     made: AgentToken = await database_sync_to_async(make)()
     return made

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from activity import answers, presence, reads
+from activity import answers, reads
 from activity.broadcast import render_changes
 from activity.contract import tool_activity_json_schema
 from activity.frames import runner_frame
@@ -21,39 +21,18 @@ from activity.models import (
     AgentToken,
     Chat,
     Comment,
-    Membership,
     Prompt,
-    Role,
     ToolActivity,
     Workspace,
 )
 from tests import frames
+from tests.factories import run
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def acme() -> Workspace:
-    return Workspace.objects.create(slug="acme", name="Acme")
-
-
-@pytest.fixture
-def alice(acme) -> Client:
-    user = User.objects.create_user("alice", password="pw")
-    Membership.objects.create(workspace=acme, user=user, role=Role.APPROVER)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def run(workspace: Workspace, *raw: dict) -> Chat:
-    change, _ = presence.connect(workspace.pk, uuid.uuid4(), "runner")
-    ingest(change.chat_id, [runner_frame.validate_python(r) for r in raw])
-    return Chat.objects.get(pk=change.chat_id)
-
-
-def story(workspace: Workspace) -> Chat:
-    """A turn whose edit waited for alice's answer on the web."""
+def story(workspace: Workspace, approver: User) -> Chat:
+    """A turn whose edit waited for the approver's answer on the web."""
     attempt = uuid.uuid4()
     chat = run(
         workspace,
@@ -70,9 +49,8 @@ def story(workspace: Workspace) -> Chat:
         ),
         frames.permission(6, 1, "edit", "Edit a.py"),
     )
-    alice = User.objects.get_or_create(username="alice")[0]
     prompt = Prompt.objects.get(chat=chat)
-    answers.record(prompt.pk, alice, "Allowed once", {"outcome": "selected"}, "test")
+    answers.record(prompt.pk, approver, "Allowed once", {"outcome": "selected"}, "test")
     ingest(
         chat.pk,
         [
@@ -103,9 +81,9 @@ def body(response) -> list:
     return rows
 
 
-def test_the_export_is_the_contract_json_with_live_null(acme, alice):
-    chat = story(acme)
-    rows = body(alice.get(f"/api/chats/{chat.pk}/tool-activity"))
+def test_the_export_is_the_contract_json_with_live_null(acme, as_approver, acme_approver):
+    chat = story(acme, acme_approver)
+    rows = body(as_approver.get(f"/api/chats/{chat.pk}/tool-activity"))
     schema = tool_activity_json_schema()
     assert [r["agent_label"] for r in rows] == ["List files", "Edit a.py"]
     for row in rows:
@@ -113,13 +91,13 @@ def test_the_export_is_the_contract_json_with_live_null(acme, alice):
         assert row["live"] is None and row["chat_id"] == str(chat.pk)
 
 
-def test_the_export_takes_an_agent_token_of_the_chats_workspace(acme):
-    chat = story(acme)
+def test_the_export_takes_an_agent_token_of_the_chats_workspace(acme, acme_approver, globex):
+    chat = story(acme, acme_approver)
     _, token = AgentToken.issue(acme, "ci")
     client = Client()
     ok = client.get(f"/api/chats/{chat.pk}/tool-activity", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert ok.status_code == 200 and len(body(ok)) == 2
-    _, other = AgentToken.issue(Workspace.objects.create(slug="globex", name="Globex"), "ci")
+    _, other = AgentToken.issue(globex, "ci")
     refused = client.get(
         f"/api/chats/{chat.pk}/tool-activity", HTTP_AUTHORIZATION=f"Bearer {other}"
     )
@@ -127,9 +105,9 @@ def test_the_export_takes_an_agent_token_of_the_chats_workspace(acme):
     assert client.get(f"/api/chats/{chat.pk}/tool-activity").status_code == 401
 
 
-def test_the_transcript_reads_the_turn_in_order_with_decisions(acme, alice):
-    chat = story(acme)
-    response = alice.get(f"/chats/{chat.pk}/transcript.md")
+def test_the_transcript_reads_the_turn_in_order_with_decisions(acme, as_approver, acme_approver):
+    chat = story(acme, acme_approver)
+    response = as_approver.get(f"/chats/{chat.pk}/transcript.md")
     assert response["Content-Disposition"].endswith(f'koruweb-{chat.pk}.md"')
     text = response.content.decode()
     order = [
@@ -145,9 +123,11 @@ def test_the_transcript_reads_the_turn_in_order_with_decisions(acme, alice):
     assert "````\n  ```py" in text  # output with backticks inside gets a longer fence
 
 
-def test_the_turn_page_puts_each_call_where_it_happened_and_draws_the_timeline(acme, alice):
-    chat = story(acme)
-    page = alice.get(f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/").content.decode()
+def test_the_turn_page_puts_each_call_where_it_happened_and_draws_the_timeline(
+    acme, as_approver, acme_approver
+):
+    chat = story(acme, acme_approver)
+    page = as_approver.get(f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/").content.decode()
     figure, html = page.split("</figure>")
     assert figure.count('<rect class="run') == 2
     assert html.index("First I look around") < html.index("List files") < html.index("Now the fix")
@@ -155,36 +135,36 @@ def test_the_turn_page_puts_each_call_where_it_happened_and_draws_the_timeline(a
     assert "Allowed once by alice" in html
 
 
-def test_a_ten_thousand_call_turn_opens_with_as_many_queries_as_a_small_one(acme, alice):
+def test_a_ten_thousand_call_turn_opens_with_as_many_queries_as_a_small_one(acme, as_approver):
     small, big = big_turn(acme, reads.LIVE_ROWS + 700), big_turn(acme, 10_000)
     counts = {}
     for name, chat in (("small", small), ("big", big)):
         for url in (f"/chats/{chat.pk}/", f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/"):
             with CaptureQueriesContext(connection) as queries:
-                assert alice.get(url).status_code == 200
+                assert as_approver.get(url).status_code == 200
             counts[(name, url.count("turns"))] = len(queries)
     assert counts[("big", 0)] == counts[("small", 0)]
     assert counts[("big", 1)] == counts[("small", 1)]
-    page = alice.get(f"/chats/{big.pk}/").content.decode()
+    page = as_approver.get(f"/chats/{big.pk}/").content.decode()
     assert page.count('<tr id="tool-') == reads.LIVE_ROWS
     assert f"{10_000 - reads.LIVE_ROWS} earlier calls" in page
 
 
-def test_a_permalink_to_an_old_call_of_a_long_turn_finds_its_page(acme, alice):
+def test_a_permalink_to_an_old_call_of_a_long_turn_finds_its_page(acme, as_approver):
     chat = big_turn(acme, 1200)
     first = ToolActivity.objects.get(chat=chat, tool_call_id="c0")
     late = ToolActivity.objects.get(chat=chat, tool_call_id="c1199")
-    assert alice.get(f"/tools/{late.pk}/")["Location"] == f"/chats/{chat.pk}/#tool-{late.pk}"
-    found = alice.get(f"/tools/{first.pk}/")["Location"]
+    assert as_approver.get(f"/tools/{late.pk}/")["Location"] == f"/chats/{chat.pk}/#tool-{late.pk}"
+    found = as_approver.get(f"/tools/{first.pk}/")["Location"]
     assert found == f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/?page=1#tool-{first.pk}"
-    assert f'id="tool-{first.pk}"' in alice.get(found.split("#")[0]).content.decode()
+    assert f'id="tool-{first.pk}"' in as_approver.get(found.split("#")[0]).content.decode()
 
 
-def test_a_member_comments_on_a_call_and_everyone_sees_it(acme, alice):
-    chat = story(acme)
+def test_a_member_comments_on_a_call_and_everyone_sees_it(acme, as_approver, acme_approver):
+    chat = story(acme, acme_approver)
     row = ToolActivity.objects.get(chat=chat, tool_call_id="edit")
     version = Chat.objects.get(pk=chat.pk).version
-    response = alice.post(
+    response = as_approver.post(
         f"/tools/{row.pk}/comments", {"text": "Why <b>a.py</b>?"}, HTTP_HX_REQUEST="true"
     )
     assert response.status_code == 204
@@ -193,16 +173,14 @@ def test_a_member_comments_on_a_call_and_everyone_sees_it(acme, alice):
     assert row.version > version
     pushed, _ = render_changes(chat.pk, version)  # what every other viewer is sent
     assert "Why &lt;b&gt;a.py&lt;/b&gt;?" in pushed
-    page = alice.get(f"/chats/{chat.pk}/").content.decode()
+    page = as_approver.get(f"/chats/{chat.pk}/").content.decode()
     assert "Why &lt;b&gt;a.py&lt;/b&gt;?" in page
 
 
-def test_an_outsider_can_neither_comment_nor_export(acme):
-    chat = story(acme)
+def test_an_outsider_can_neither_comment_nor_export(acme, acme_approver, as_outsider):
+    chat = story(acme, acme_approver)
     row = ToolActivity.objects.get(chat=chat, tool_call_id="edit")
-    charlie = Client()
-    charlie.force_login(User.objects.create_user("charlie", password="pw"))
-    assert charlie.post(f"/tools/{row.pk}/comments", {"text": "hi"}).status_code == 404
-    assert charlie.get(f"/api/chats/{chat.pk}/tool-activity").status_code == 404
-    assert charlie.get(f"/chats/{chat.pk}/transcript.md").status_code == 404
+    assert as_outsider.post(f"/tools/{row.pk}/comments", {"text": "hi"}).status_code == 404
+    assert as_outsider.get(f"/api/chats/{chat.pk}/tool-activity").status_code == 404
+    assert as_outsider.get(f"/chats/{chat.pk}/transcript.md").status_code == 404
     assert not Comment.objects.exists()

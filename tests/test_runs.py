@@ -6,42 +6,25 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from activity import answers, presence
+from activity import answers
 from activity.frames import runner_frame
 from activity.ingest import ingest
-from activity.models import Chat, Membership, Prompt, Role, Workspace
+from activity.models import Chat, Prompt, Workspace
 from activity.runs import PAGE_SIZE
-from tests import frames
+from tests import factories, frames
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def acme() -> Workspace:
-    return Workspace.objects.create(slug="acme", name="Acme")
-
-
-@pytest.fixture
-def alice(acme) -> Client:
-    user = User.objects.create_user("alice", password="pw")
-    Membership.objects.create(workspace=acme, user=user, role=Role.ADMIN)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def run(workspace: Workspace, title: str, *raw: dict, agent: str = "demo-agent") -> Chat:
-    change, _ = presence.connect(workspace.pk, uuid.uuid4(), "runner")
     start = frames.turn_started(1, uuid.uuid4(), uuid.uuid4(), title=title)
     start["agent_name"] = agent
-    ingest(change.chat_id, [runner_frame.validate_python(r) for r in (start, *raw)])
-    return Chat.objects.get(pk=change.chat_id)
+    return factories.run(workspace, start, *raw)
 
 
 def titles(client: Client, query: str = "") -> list[str]:
@@ -52,7 +35,7 @@ def titles(client: Client, query: str = "") -> list[str]:
 
 
 @pytest.fixture
-def runs(acme) -> dict[str, Chat]:
+def runs(acme, acme_approver) -> dict[str, Chat]:
     made = {
         "Quiet": run(acme, "Quiet", frames.tool_call(2, "a", "Read", status="completed")),
         "Broken": run(acme, "Broken", frames.tool_call(2, "a", "Build", status="failed")),
@@ -61,7 +44,7 @@ def runs(acme) -> dict[str, Chat]:
         "Claude": run(acme, "Claude", agent="claude-agent-acp"),
     }
     refused = Prompt.objects.get(chat=made["Refused"])
-    answers.record(refused.pk, User.objects.create_user("bob"), "Rejected", {}, "test")
+    answers.record(refused.pk, acme_approver, "Rejected", {}, "test")
     ingest(made["Refused"].pk, [runner_frame.validate_python(frames.outcome(3, 1, "reject"))])
     attempt = made["Quiet"].current_attempt_id
     assert attempt is not None
@@ -72,46 +55,44 @@ def runs(acme) -> dict[str, Chat]:
     return made
 
 
-def test_each_filter_narrows_the_list(alice, runs):
-    assert titles(alice) == ["Quiet", "Broken", "Waiting", "Refused", "Claude", "Old"]
-    assert titles(alice, "agent=claude-agent-acp") == ["Claude"]
-    assert titles(alice, "status=finished") == ["Quiet"]
-    assert "Quiet" not in titles(alice, "status=running")
-    assert titles(alice, "waiting=on") == ["Waiting"]
-    assert titles(alice, "failures=on") == ["Broken"]
-    assert titles(alice, "denied=on") == ["Refused"]
+def test_each_filter_narrows_the_list(as_admin, runs):
+    assert titles(as_admin) == ["Quiet", "Broken", "Waiting", "Refused", "Claude", "Old"]
+    assert titles(as_admin, "agent=claude-agent-acp") == ["Claude"]
+    assert titles(as_admin, "status=finished") == ["Quiet"]
+    assert "Quiet" not in titles(as_admin, "status=running")
+    assert titles(as_admin, "waiting=on") == ["Waiting"]
+    assert titles(as_admin, "failures=on") == ["Broken"]
+    assert titles(as_admin, "denied=on") == ["Refused"]
     since = (timezone.now() - timedelta(days=1)).date().isoformat()
-    assert "Old" not in titles(alice, f"since={since}")
+    assert "Old" not in titles(as_admin, f"since={since}")
     until = (timezone.now() - timedelta(days=30)).date().isoformat()
-    assert titles(alice, f"until={until}") == ["Old"]
-    assert titles(alice, "workspace=acme&failures=on") == ["Broken"]
+    assert titles(as_admin, f"until={until}") == ["Old"]
+    assert titles(as_admin, "workspace=acme&failures=on") == ["Broken"]
 
 
-def test_a_filter_naming_an_unknown_workspace_shows_nothing_and_says_why(alice, runs):
-    response = alice.get("/?workspace=globex")
+def test_a_filter_naming_an_unknown_workspace_shows_nothing_and_says_why(as_admin, runs):
+    response = as_admin.get("/?workspace=globex")
     assert response.status_code == 200
-    assert titles(alice, "workspace=globex") == []
+    assert titles(as_admin, "workspace=globex") == []
     assert "workspace" in response.content.decode()
 
 
-def test_each_run_shows_its_counts_of_calls_by_status(alice, runs):
-    html = alice.get("/").content.decode()
+def test_each_run_shows_its_counts_of_calls_by_status(as_admin, runs):
+    html = as_admin.get("/").content.decode()
     row = html[html.index(f'id="chat-{runs["Broken"].pk}"') :]
     assert "1 failed" in row[: row.index("</tr>")]
 
 
-def test_runs_come_a_page_at_a_time_in_a_fixed_number_of_queries(alice, acme):
+def test_runs_come_a_page_at_a_time_in_a_fixed_number_of_queries(as_admin, acme):
     for n in range(PAGE_SIZE + 5):
         run(acme, f"Run {n}", frames.tool_call(2, "a", "Read"))
     with CaptureQueriesContext(connection) as queries:
-        first = alice.get("/").content.decode()
+        first = as_admin.get("/").content.decode()
     assert first.count('<tr id="chat-') == PAGE_SIZE and "page 1 of 2" in first
-    second = alice.get("/?page=2").content.decode()
+    second = as_admin.get("/?page=2").content.decode()
     assert second.count('<tr id="chat-') == 5
     assert len(queries) < 15  # not one per run
 
 
-def test_an_outsider_sees_no_runs(runs):
-    charlie = Client()
-    charlie.force_login(User.objects.create_user("charlie"))
-    assert titles(charlie) == []
+def test_an_outsider_sees_no_runs(runs, as_outsider):
+    assert titles(as_outsider) == []

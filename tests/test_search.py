@@ -21,20 +21,21 @@ from activity import presence, search
 from activity.contract import ERROR_MESSAGES, ToolApproval, ToolErrorCode, ToolStatus
 from activity.frames import runner_frame
 from activity.ingest import ingest
-from activity.models import Chat, Membership, Role, ToolActivity, Workspace
+from activity.models import Chat, ToolActivity, Workspace
 from tests import frames
-from tests.factories import make_chat, make_turn
+from tests.factories import make_turn
 
 pytestmark = pytest.mark.django_db
 
 
 class Run:
-    """A chat with one turn. Its rows and reply are written the way ingest writes them (creates,
-    bulk creates, ``save(update_fields=...)``); search must not care which path wrote them."""
+    """A chat with one turn, started by a runner's frames. Its rows and reply are then written
+    each of the ways the database can be written (creates, bulk creates,
+    ``save(update_fields=...)``): search must not care which path wrote them."""
 
     def __init__(self, workspace: Workspace, title: str = "Fix the flaky test") -> None:
-        self.chat = make_chat(workspace.slug, title=title)
-        self.reply = make_turn(self.chat, prompt="Make the tests pass\nand more")
+        self.reply = make_turn(workspace, title=title, prompt="Make the tests pass\nand more")
+        self.chat = self.reply.chat
         self.chat_id, self.reply_id = self.chat.pk, self.reply.pk
         self.positions = itertools.count(1)
         self.rows: dict[str, ToolActivity] = {}
@@ -62,19 +63,6 @@ class Run:
     def say(self, chunk: str) -> None:
         self.reply.markdown += chunk
         self.reply.save(update_fields=["markdown"])
-
-
-@pytest.fixture
-def acme() -> Workspace:
-    return Workspace.objects.create(slug="acme", name="Acme")
-
-
-@pytest.fixture
-def alice(client, acme) -> User:
-    user = User.objects.create_user("alice")
-    Membership.objects.create(workspace=acme, user=user, role=Role.VIEWER)
-    client.force_login(user)
-    return user
 
 
 @pytest.fixture
@@ -107,8 +95,10 @@ def found(user: User, query: str, **kwargs: Any) -> list[search.Hit]:
         ("okapi", "reply", None),
     ],
 )
-def test_it_finds_each_field_and_jumps_to_its_row_or_reply(alice, busy, query, field, call_id):
-    (hit,) = found(alice, query)
+def test_each_field_is_found_and_jumps_to_its_row_or_reply(
+    acme_viewer, busy, query, field, call_id
+):
+    (hit,) = found(acme_viewer, query)
     assert hit.field == field
     assert hit.chat.pk == busy.chat_id
     if call_id is None:
@@ -121,67 +111,65 @@ def test_it_finds_each_field_and_jumps_to_its_row_or_reply(alice, busy, query, f
     assert re.search(rf"<mark>{query}</mark>", hit.snippet, re.IGNORECASE)
 
 
-def test_the_page_shows_the_snippet_and_links_to_the_row(client, alice, busy):
-    html = client.get("/search/", {"q": "narwhal"}).content.decode()
+def test_the_page_shows_the_snippet_and_links_to_the_row(as_viewer, busy):
+    html = as_viewer.get("/search/", {"q": "narwhal"}).content.decode()
     row = busy.rows["output"]
     assert f'href="/chats/{busy.chat_id}/#tool-{row.pk}"' in html
     assert "found the <mark>narwhal</mark> here" in html
     assert "List files" in html and "Fix the flaky test" in html
 
 
-def test_the_page_links_a_reply_hit_to_the_reply(client, alice, busy):
-    html = client.get("/search/", {"q": "okapi"}).content.decode()
+def test_the_page_links_a_reply_hit_to_the_reply(as_viewer, busy):
+    html = as_viewer.get("/search/", {"q": "okapi"}).content.decode()
     assert f'href="/chats/{busy.chat_id}/#reply-{busy.reply_id}"' in html
     assert "The **<mark>okapi</mark>** test was flaky." in html
 
 
-def test_a_snippet_escapes_everything_but_its_own_marks(client, alice, acme):
+def test_a_snippet_escapes_everything_but_its_own_marks(as_viewer, acme_viewer, acme):
     run = Run(acme)
     evil = '<script>alert("x")</script> <mark>fake</mark> <b onclick="x()">quagga</b> & more'
     run.call("Echo", agent_output=evil)
-    (hit,) = found(alice, "quagga")
+    (hit,) = found(acme_viewer, "quagga")
     assert "<script>" not in hit.snippet and "<b " not in hit.snippet
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in hit.snippet
     assert "&lt;mark&gt;fake&lt;/mark&gt;" in hit.snippet
     assert "<mark>quagga</mark>&lt;/b&gt; &amp; more" in hit.snippet
     assert re.sub(r"</?mark>", "", hit.snippet).count("<") == 0
-    html = client.get("/search/", {"q": "quagga"}).content.decode()
+    html = as_viewer.get("/search/", {"q": "quagga"}).content.decode()
     assert "<script>alert" not in html and "<b onclick" not in html
 
 
-def test_a_label_match_is_escaped_too(alice, acme):
+def test_a_label_match_is_escaped_too(acme_viewer, acme):
     Run(acme).call("Read <img src=x onerror=alert(1)> ibex")
-    (hit,) = found(alice, "ibex")
+    (hit,) = found(acme_viewer, "ibex")
     assert hit.field == "label"
     assert str(hit.snippet) == "Read &lt;img src=x onerror=alert(1)&gt; <mark>ibex</mark>"
 
 
-def test_a_long_output_is_cut_around_the_match(alice, acme):
+def test_a_long_output_is_cut_around_the_match(acme_viewer, acme):
     filler = "lorem ipsum dolor sit amet " * 200
     Run(acme).call("Log", agent_output=filler + "the tapir woke " + filler)
-    (hit,) = found(alice, "tapir")
+    (hit,) = found(acme_viewer, "tapir")
     assert "<mark>tapir</mark>" in hit.snippet
     assert hit.snippet.startswith("…") and hit.snippet.endswith("…")
     assert len(hit.snippet) < search.SNIPPET_CHARS + 60
 
 
-def test_a_snippet_prefers_the_window_with_every_word(alice, acme):
+def test_a_snippet_prefers_the_window_with_every_word(acme_viewer, acme):
     far = "lemur " + "x " * 400
     Run(acme).call("Log", agent_output=far + "a lemur met a gecko")
-    (hit,) = found(alice, "lemur gecko")
+    (hit,) = found(acme_viewer, "lemur gecko")
     assert "<mark>lemur</mark> met a <mark>gecko</mark>" in hit.snippet
 
 
-def test_someone_outside_the_workspace_finds_nothing(client, acme, alice, busy):
-    charlie = User.objects.create_user("charlie")
-    globex = Workspace.objects.create(slug="globex", name="Globex")
-    Membership.objects.create(workspace=globex, user=charlie, role=Role.ADMIN)
+def test_someone_outside_the_workspace_finds_nothing(
+    acme_viewer, busy, globex, outsider, as_outsider
+):
     Run(globex).call("Read zebra notes")
-    hits = found(charlie, "zebra")
+    hits = found(outsider, "zebra")
     assert [h.chat.workspace.slug for h in hits] == ["globex"]
-    assert all(found(charlie, word) == [] for word in ["giraffe", "walrus", "narwhal", "okapi"])
-    client.force_login(charlie)
-    html = client.get("/search/", {"q": "okapi"}).content.decode()
+    assert all(found(outsider, word) == [] for word in ["giraffe", "walrus", "narwhal", "okapi"])
+    html = as_outsider.get("/search/", {"q": "okapi"}).content.decode()
     assert "Nothing found" in html and str(busy.chat_id) not in html
 
 
@@ -193,27 +181,27 @@ def test_a_superuser_finds_everything_and_anonymous_people_log_in_first(client, 
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\n\t"])
-def test_an_empty_query_shows_the_form_and_nothing_else(client, alice, busy, query):
-    response = client.get("/search/", {"q": query})
+def test_an_empty_query_shows_the_form_and_nothing_else(as_viewer, busy, query):
+    response = as_viewer.get("/search/", {"q": query})
     html = response.content.decode()
     assert response.status_code == 200
     assert 'name="q"' in html and 'class="hit' not in html and 'class="empty"' not in html
 
 
 @pytest.mark.parametrize("query", ["!!! --- ***", '"', "()", "-", "_"])
-def test_a_query_without_words_asks_for_words(client, alice, busy, query):
-    html = client.get("/search/", {"q": query}).content.decode()
+def test_a_query_without_words_asks_for_words(as_viewer, busy, query):
+    html = as_viewer.get("/search/", {"q": query}).content.decode()
     assert "letters or digits" in html and 'class="hit' not in html
 
 
-def test_near_and_other_operators_are_plain_words(alice, acme):
+def test_near_and_other_operators_are_plain_words(acme_viewer, acme):
     row = Run(acme).call("Keep NEAR the zebra, NOT the lion")
-    assert [h.id for h in found(alice, "NEAR zebra NOT")] == [row.pk]
-    assert found(alice, "zebra NOT elephant") == []
+    assert [h.id for h in found(acme_viewer, "NEAR zebra NOT")] == [row.pk]
+    assert found(acme_viewer, "zebra NOT elephant") == []
 
 
-def test_no_query_parameter_shows_the_form(client, alice):
-    response = client.get("/search/")
+def test_no_query_parameter_shows_the_form(as_viewer):
+    response = as_viewer.get("/search/")
     assert response.status_code == 200 and 'role="search"' in response.content.decode()
 
 
@@ -253,90 +241,90 @@ SYNTAX = [
 
 
 @pytest.mark.parametrize("query", SYNTAX)
-def test_search_syntax_is_only_words_and_never_an_error(client, alice, busy, query):
-    hits = found(alice, query)
+def test_search_syntax_is_only_words_and_never_an_error(as_viewer, acme_viewer, busy, query):
+    hits = found(acme_viewer, query)
     assert all(h.chat.pk == busy.chat_id for h in hits)
-    assert client.get("/search/", {"q": query}).status_code == 200
+    assert as_viewer.get("/search/", {"q": query}).status_code == 200
 
 
 @pytest.mark.parametrize("query", ['"zebra', "-zebra", "(zebra)", "'zebra'", "zebra*"])
-def test_syntax_around_a_word_still_finds_it(alice, busy, query):
-    assert [h.field for h in found(alice, query)] == ["label"]
+def test_syntax_around_a_word_still_finds_it(acme_viewer, busy, query):
+    assert [h.field for h in found(acme_viewer, query)] == ["label"]
 
 
-def test_the_last_word_matches_as_a_prefix(alice, busy):
-    assert [h.field for h in found(alice, "zeb")] == ["label"]
-    assert [h.field for h in found(alice, "flaky oka")] == ["reply"]
-    assert found(alice, "zeb ") == []  # a finished word is a whole word
-    assert found(alice, "zeb md") == []  # only the last word is a prefix
+def test_the_last_word_matches_as_a_prefix(acme_viewer, busy):
+    assert [h.field for h in found(acme_viewer, "zeb")] == ["label"]
+    assert [h.field for h in found(acme_viewer, "flaky oka")] == ["reply"]
+    assert found(acme_viewer, "zeb ") == []  # a finished word is a whole word
+    assert found(acme_viewer, "zeb md") == []  # only the last word is a prefix
 
 
-def test_every_word_must_match(alice, busy):
-    assert len(found(alice, "okapi flaky")) == 1
-    assert found(alice, "okapi walrus") == []
+def test_every_word_must_match(acme_viewer, busy):
+    assert len(found(acme_viewer, "okapi flaky")) == 1
+    assert found(acme_viewer, "okapi walrus") == []
 
 
-def test_case_and_accents(alice, acme):
+def test_case_and_accents(acme_viewer, acme):
     Run(acme).call("Déjà vu in CAFÉ.py")
-    assert len(found(alice, "déjà café")) == 1
-    assert len(found(alice, "DÉJÀ")) == 1
+    assert len(found(acme_viewer, "déjà café")) == 1
+    assert len(found(acme_viewer, "DÉJÀ")) == 1
 
 
-def test_paths_and_identifiers_split_into_words(alice, acme):
+def test_paths_and_identifiers_split_into_words(acme_viewer, acme):
     run = Run(acme)
     run.call("Read tests/test_merge.py")
     run.call("Fetch https://example.org/api?q=wombat")
     run.call("Mail ops@koala.dev")
-    assert len(found(alice, "test_merge")) == 1
-    assert len(found(alice, "merge.py")) == 1
-    assert len(found(alice, "wombat")) == 1
-    assert len(found(alice, "koala")) == 1
+    assert len(found(acme_viewer, "test_merge")) == 1
+    assert len(found(acme_viewer, "merge.py")) == 1
+    assert len(found(acme_viewer, "wombat")) == 1
+    assert len(found(acme_viewer, "koala")) == 1
 
 
-def test_a_title_hit_ranks_first(alice, acme):
+def test_a_title_hit_ranks_first(acme_viewer, acme):
     run = Run(acme)
     run.call("Show log", agent_output="heron " * 50 + "heron again")
     run.say("heron heron heron, the heron reply")
     title = run.call("Read heron.md")
-    hits = found(alice, "heron")
+    hits = found(acme_viewer, "heron")
     assert hits[0].id == title.pk
     assert len(hits) == 3
     assert hits[0].rank > hits[1].rank >= hits[2].rank > 0
 
 
-def test_an_updated_row_is_found_by_its_new_words_not_its_old_ones(alice, acme):
+def test_an_updated_row_is_found_by_its_new_words_not_its_old_ones(acme_viewer, acme):
     run = Run(acme)
     row = run.call("Build alpaca", agent_output="compiling mongoose")
     row.agent_label, row.agent_output = "Build llama", "linked meerkat"
     row.save(update_fields=["agent_label", "agent_output"])
-    assert found(alice, "alpaca") == [] and found(alice, "mongoose") == []
-    assert [h.id for h in found(alice, "llama")] == [row.pk]
-    assert [h.id for h in found(alice, "meerkat")] == [row.pk]
+    assert found(acme_viewer, "alpaca") == [] and found(acme_viewer, "mongoose") == []
+    assert [h.id for h in found(acme_viewer, "llama")] == [row.pk]
+    assert [h.id for h in found(acme_viewer, "meerkat")] == [row.pk]
 
 
-def test_a_streaming_reply_is_found_by_every_chunk(alice, acme):
+def test_a_streaming_reply_is_found_by_every_chunk(acme_viewer, acme):
     run = Run(acme)
     run.say("First the badger, ")
-    assert [h.id for h in found(alice, "badger")] == [run.reply_id]
+    assert [h.id for h in found(acme_viewer, "badger")] == [run.reply_id]
     run.say("then the marmot.")
-    assert [h.id for h in found(alice, "badger marmot")] == [run.reply_id]
+    assert [h.id for h in found(acme_viewer, "badger marmot")] == [run.reply_id]
 
 
-def test_a_row_changed_by_the_orm_is_reindexed(alice, acme):
+def test_a_row_changed_by_the_orm_is_reindexed(acme_viewer, acme):
     row = Run(acme).call("Read bison.md")
     ToolActivity.objects.filter(pk=row.pk).update(agent_label="Read yak.md")
-    assert found(alice, "bison") == [] and len(found(alice, "yak")) == 1
+    assert found(acme_viewer, "bison") == [] and len(found(acme_viewer, "yak")) == 1
     ToolActivity.objects.filter(pk=row.pk).update(agent_label=None)
-    assert found(alice, "yak") == []
+    assert found(acme_viewer, "yak") == []
 
 
-def test_a_deleted_chats_rows_and_reply_vanish(alice, acme, busy):
+def test_a_deleted_chats_rows_and_reply_vanish(acme_viewer, acme, busy):
     other = Run(acme)
     other.call("Read zebra too")
-    assert len(found(alice, "zebra")) == 2
+    assert len(found(acme_viewer, "zebra")) == 2
     busy.chat.delete()
-    assert [h.chat.pk for h in found(alice, "zebra")] == [other.chat_id]
-    assert all(found(alice, word) == [] for word in ["giraffe", "walrus", "narwhal", "okapi"])
+    assert [h.chat.pk for h in found(acme_viewer, "zebra")] == [other.chat_id]
+    assert all(found(acme_viewer, word) == [] for word in ["giraffe", "walrus", "narwhal", "okapi"])
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
             cursor.execute(
@@ -348,39 +336,41 @@ def test_a_deleted_chats_rows_and_reply_vanish(alice, acme, busy):
             )
 
 
-def test_results_come_in_pages_of_twenty(client, alice, acme):
+def test_results_come_in_pages_of_twenty(as_viewer, acme_viewer, acme):
     run = Run(acme)
     ToolActivity.objects.bulk_create(
         [run.new_row(f"Step {n} of the puffin plan") for n in range(45)]
     )
-    first = client.get("/search/", {"q": "puffin"}).content.decode()
+    first = as_viewer.get("/search/", {"q": "puffin"}).content.decode()
     assert first.count('class="hit ') == 20 and 'rel="next"' in first and 'rel="prev"' not in first
     assert "?q=puffin&amp;page=2" in first
-    third = client.get("/search/", {"q": "puffin", "page": "3"}).content.decode()
+    third = as_viewer.get("/search/", {"q": "puffin", "page": "3"}).content.decode()
     assert third.count('class="hit ') == 5 and 'rel="next"' not in third
     assert 'start="41"' in third
-    pages = [found(alice, "puffin", limit=20, offset=o) for o in (0, 20, 40)]
+    pages = [found(acme_viewer, "puffin", limit=20, offset=o) for o in (0, 20, 40)]
     ids = [h.id for page in pages for h in page]
     assert len(ids) == len(set(ids)) == 45
 
 
 @pytest.mark.parametrize("page", ["0", "-1", "x", "99999999999", "2.5", ""])
-def test_a_bad_page_number_is_the_first_page(client, alice, busy, page):
-    response = client.get("/search/", {"q": "zebra", "page": page})
+def test_a_bad_page_number_is_the_first_page(as_viewer, busy, page):
+    response = as_viewer.get("/search/", {"q": "zebra", "page": page})
     assert response.status_code == 200 and "<mark>zebra</mark>" in response.content.decode()
 
 
-def test_the_header_has_a_search_box(client, alice):
-    html = client.get("/").content.decode()
+def test_the_header_has_a_search_box(as_viewer):
+    html = as_viewer.get("/").content.decode()
     assert 'action="/search/"' in html and 'name="q"' in html
 
 
-def test_the_query_takes_a_fixed_number_of_queries(alice, acme, django_assert_max_num_queries):
+def test_the_query_takes_a_fixed_number_of_queries(
+    acme_viewer, acme, django_assert_max_num_queries
+):
     run = Run(acme)
     ToolActivity.objects.bulk_create([run.new_row(f"Read mole {n}") for n in range(10)])
     run.say("the mole is here")
     with django_assert_max_num_queries(4):
-        assert len(found(alice, "mole")) == 11
+        assert len(found(acme_viewer, "mole")) == 11
 
 
 def test_terms_are_plain_words():
@@ -412,7 +402,7 @@ def test_the_search_index_is_in_place():
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plan")
-def test_postgresql_uses_the_indexes(alice, busy):
+def test_postgresql_uses_the_indexes(as_viewer, busy):
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         for table in ["activity_search_row", "activity_search_reply"]:
@@ -423,16 +413,16 @@ def test_postgresql_uses_the_indexes(alice, busy):
             assert f"{table}_words" in plan, plan
 
 
-def test_a_row_that_loses_its_words_is_no_longer_found(alice, acme):
+def test_a_row_that_loses_its_words_is_no_longer_found(acme_viewer, acme):
     row = Run(acme).call("Read stoat.md", agent_output="stoat")
     row.agent_label = row.agent_output = None
     row.save()
-    assert found(alice, "stoat") == []
+    assert found(acme_viewer, "stoat") == []
 
 
-def test_a_deleted_row_vanishes(alice, busy):
+def test_a_deleted_row_vanishes(acme_viewer, busy):
     busy.rows["label"].delete()
-    assert found(alice, "zebra") == [] and len(found(alice, "narwhal")) == 1
+    assert found(acme_viewer, "zebra") == [] and len(found(acme_viewer, "narwhal")) == 1
 
 
 def text(value: str) -> list[dict]:
@@ -457,7 +447,7 @@ def question(seq: int, call_id: str, message: str) -> dict:
     )
 
 
-def test_what_the_runner_sends_is_found(alice, acme):
+def test_what_the_runner_sends_is_found(acme_viewer, acme):
     change, _ = presence.connect(acme.pk, uuid.uuid4(), "runner")
     attempt, reply = uuid.uuid4(), uuid.uuid4()
     raw = [
@@ -473,7 +463,7 @@ def test_what_the_runner_sends_is_found(alice, acme):
     ]
     ingest(change.chat_id, [runner_frame.validate_python(r) for r in raw])
     fields = {
-        word: [(h.kind, h.field) for h in found(alice, word)]
+        word: [(h.kind, h.field) for h in found(acme_viewer, word)]
         for word in ["ibex", "walrus", "giraffe", "narwhal", "reported", "okapi flaky", "zebra"]
     }
     assert fields == {
@@ -503,68 +493,71 @@ def reply_blocks(run: Run) -> int:
         return int(count)
 
 
-def test_a_long_reply_is_found_in_every_block_as_it_streams(alice, acme):
+def test_a_long_reply_is_found_in_every_block_as_it_streams(acme_viewer, acme):
     run = Run(acme)
     words = [f"w{n}x" for n in range(6000)]  # 40,890 characters: six blocks
     for start in range(0, len(words), 250):
         run.say(" ".join(words[start : start + 250]) + " ")
-        assert [h.id for h in found(alice, words[start + 249])] == [run.reply_id]
+        assert [h.id for h in found(acme_viewer, words[start + 249])] == [run.reply_id]
     assert reply_blocks(run) == 6
     for word in words[::97]:
-        assert [h.id for h in found(alice, word)] == [run.reply_id], word
-    assert found(alice, "w12 ") == [] and len(found(alice, "w1234")) == 1
-    (hit,) = found(alice, "w5000x w5001x")
+        assert [h.id for h in found(acme_viewer, word)] == [run.reply_id], word
+    assert found(acme_viewer, "w12 ") == [] and len(found(acme_viewer, "w1234")) == 1
+    (hit,) = found(acme_viewer, "w5000x w5001x")
     assert "<mark>w5000x</mark> <mark>w5001x</mark>" in hit.snippet
 
 
-def test_a_reply_rewritten_or_cut_short_forgets_its_old_words(alice, acme):
+def test_a_reply_rewritten_or_cut_short_forgets_its_old_words(acme_viewer, acme):
     run = Run(acme)
     run.say("start " + "filler " * 3000 + "pangolin " + "filler " * 1000 + "tail")
-    assert reply_blocks(run) == 4 and len(found(alice, "pangolin")) == 1
+    assert reply_blocks(run) == 4 and len(found(acme_viewer, "pangolin")) == 1
     run.reply.markdown = "rewritten start " + run.reply.markdown[6:]
     run.reply.save(update_fields=["markdown"])
-    assert found(alice, "start") != [] and len(found(alice, "rewritten pangolin")) == 0
-    assert len(found(alice, "rewritten")) == 1 and len(found(alice, "pangolin filler")) == 1
+    assert found(acme_viewer, "start") != [] and len(found(acme_viewer, "rewritten pangolin")) == 0
+    assert (
+        len(found(acme_viewer, "rewritten")) == 1
+        and len(found(acme_viewer, "pangolin filler")) == 1
+    )
     run.reply.markdown = "short now"
     run.reply.save(update_fields=["markdown"])
     assert reply_blocks(run) == 1
-    assert found(alice, "pangolin") == [] and found(alice, "filler") == []
-    assert len(found(alice, "short now")) == 1
+    assert found(acme_viewer, "pangolin") == [] and found(acme_viewer, "filler") == []
+    assert len(found(acme_viewer, "short now")) == 1
     run.reply.markdown = ""
     run.reply.save(update_fields=["markdown"])
-    assert reply_blocks(run) == 0 and found(alice, "short") == []
+    assert reply_blocks(run) == 0 and found(acme_viewer, "short") == []
     run.reply.delete()
     assert reply_blocks(run) == 0
 
 
-def test_a_word_at_a_block_boundary_is_whole(alice, acme):
+def test_a_word_at_a_block_boundary_is_whole(acme_viewer, acme):
     run = Run(acme)
     run.say("a" * 7_995 + " boundaryword here")  # the word straddles character 8,000
-    assert [h.id for h in found(alice, "boundaryword")] == [run.reply_id]
-    assert found(alice, "ndaryword") == [] and found(alice, "bound") != []
+    assert [h.id for h in found(acme_viewer, "boundaryword")] == [run.reply_id]
+    assert found(acme_viewer, "ndaryword") == [] and found(acme_viewer, "bound") != []
 
 
-def test_a_word_streamed_across_a_block_boundary_is_whole(alice, acme):
+def test_a_word_streamed_across_a_block_boundary_is_whole(acme_viewer, acme):
     run = Run(acme)
     run.say("a" * 7_995 + " bound")  # ends inside the word, past character 8,000
     run.say("aryword")
     run.say(" and on")
-    assert [h.id for h in found(alice, "boundaryword")] == [run.reply_id]
-    assert found(alice, "ndaryword") == [] and found(alice, "aryword") == []
+    assert [h.id for h in found(acme_viewer, "boundaryword")] == [run.reply_id]
+    assert found(acme_viewer, "ndaryword") == [] and found(acme_viewer, "aryword") == []
 
 
-def test_a_reply_with_no_blank_for_pages_is_still_indexed(alice, acme):
+def test_a_reply_with_no_blank_for_pages_is_still_indexed(acme_viewer, acme):
     run = Run(acme)
     run.say("日本" * 4_000)  # 24,000 bytes and no blank: the blocks are cut inside it
     run.say(" 東京タワー and the quokka")
-    assert [h.id for h in found(alice, "quokka")] == [run.reply_id]
-    assert [h.id for h in found(alice, "東京タワー")] == [run.reply_id]
+    assert [h.id for h in found(acme_viewer, "quokka")] == [run.reply_id]
+    assert [h.id for h in found(acme_viewer, "東京タワー")] == [run.reply_id]
     run.say(" more")
     run.reply.markdown = run.reply.markdown.replace("quokka", "wombat")
     run.reply.save(update_fields=["markdown"])
-    assert found(alice, "quokka") == [] and len(found(alice, "wombat more")) == 1
+    assert found(acme_viewer, "quokka") == [] and len(found(acme_viewer, "wombat more")) == 1
     run.reply.delete()
-    assert reply_blocks(run) == 0 and found(alice, "wombat") == []
+    assert reply_blocks(run) == 0 and found(acme_viewer, "wombat") == []
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
             cursor.execute(
@@ -594,7 +587,7 @@ def index_state() -> set[tuple]:
         return set(cursor.fetchall())
 
 
-def test_the_index_always_equals_a_fresh_build(alice, acme):
+def test_the_index_always_equals_a_fresh_build(as_viewer, acme):
     """Random writes of every kind; then the index holds exactly what a rebuild would."""
     rng = random.Random(7)
     vocabulary = ["alpha", "beta", "délta", "東京", "x_y", "a.b/c", "\n", "  ", "q" * 90, "z" * 250]
@@ -650,19 +643,19 @@ def test_the_index_always_equals_a_fresh_build(alice, acme):
     assert actual  # not a vacuous comparison
 
 
-def test_a_running_calls_output_is_found_once_the_call_has_finished(alice, acme):
+def test_a_running_calls_output_is_found_once_the_call_has_finished(acme_viewer, acme):
     row = Run(acme).call("Run the suite", status=ToolStatus.RUNNING, agent_output="collecting")
     for chunk in [" dingo", " emu", " koala"]:  # streaming: not indexed chunk by chunk
         row.agent_output = f"{row.agent_output}{chunk}"
         row.save(update_fields=["agent_output", "version"])
-        assert found(alice, "dingo") == []
-    assert len(found(alice, "suite")) == 1  # the title is indexed at once
+        assert found(acme_viewer, "dingo") == []
+    assert len(found(acme_viewer, "suite")) == 1  # the title is indexed at once
     row.status = ToolStatus.FAILED
     row.save(update_fields=["status"])
-    assert [h.field for h in found(alice, "dingo koala")] == ["output"]
+    assert [h.field for h in found(acme_viewer, "dingo koala")] == ["output"]
     row.agent_output = "rewritten"
     row.save(update_fields=["agent_output"])
-    assert found(alice, "dingo") == [] and len(found(alice, "rewritten")) == 1
+    assert found(acme_viewer, "dingo") == [] and len(found(acme_viewer, "rewritten")) == 1
     row.status = ToolStatus.RUNNING  # a stray update never does this, but the index follows
     row.save(update_fields=["status"])
-    assert found(alice, "rewritten") == []
+    assert found(acme_viewer, "rewritten") == []
