@@ -17,6 +17,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from activity import access, broadcast, groups
+from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
 from activity.models import AgentToken
 from activity.pipeline import RunnerSession
 
@@ -48,7 +49,7 @@ class AgentConsumer(Relay):
         authorization = header(self.scope, b"authorization")
         token = await database_sync_to_async(AgentToken.authenticate)(authorization)
         if token is None:
-            await self.close(code=4401, reason="a valid agent token is required")
+            await self.close(code=CLOSE_UNAUTHORIZED, reason="a valid agent token is required")
             return
         self.session = RunnerSession(token.workspace_id, token.pk, self)
         await self.session.start()
@@ -61,7 +62,7 @@ class AgentConsumer(Relay):
         await self.send(text_data=event["text"])
 
     async def token_revoked(self, event: dict[str, Any]) -> None:
-        await self.close(code=4401, reason="the agent token was revoked")
+        await self.close(code=CLOSE_UNAUTHORIZED, reason="the agent token was revoked")
 
     async def disconnect(self, code: int) -> None:
         if self.session is not None:
@@ -85,11 +86,11 @@ class ViewerConsumer(Relay):
         await self.accept()
         user = self.scope["user"]
         if not user.is_authenticated:
-            await self.close(code=4401, reason="log in to watch this chat")
+            await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to watch this chat")
             return
         chat_id = self.scope["url_route"]["kwargs"]["chat_id"]
         if not await database_sync_to_async(access.can_view)(user, chat_id):
-            await self.close(code=4403, reason="you cannot see this chat")
+            await self.close(code=CLOSE_FORBIDDEN, reason="you cannot see this chat")
             return
         self.chat_id = chat_id
         await broadcast.join(chat_id, self)
@@ -137,7 +138,7 @@ class InboxConsumer(Relay):
         self.groups_joined = []
         user = self.scope["user"]
         if not user.is_authenticated:
-            await self.close(code=4401, reason="log in to see your inbox")
+            await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to see your inbox")
             return
         workspaces = await database_sync_to_async(access.answering_workspaces)(user)
         names = [groups.INBOX_ALL] if workspaces is None else list(map(groups.inbox, workspaces))

@@ -18,6 +18,14 @@ from pydantic import UUID4, BaseModel, ConfigDict, Field, StrictInt, StrictStr, 
 
 MAX_FRAME_BYTES = 1024 * 1024  # Daphne's default message limit; the runner cuts below it
 
+# Close codes of the sockets. Daphne can send only 1000 and 3000–4999 (STACK.md G16), so every
+# code koruweb uses is a 4xxx, listed here with what the other side does on it.
+CLOSE_PROTOCOL = 4400  # no hello first, or frames were lost: the runner reconnects and resends
+CLOSE_UNAUTHORIZED = 4401  # no, bad or revoked credentials: the runner stops (exit 2)
+CLOSE_FORBIDDEN = 4403  # not yours (another workspace's chat): the runner stops (exit 2)
+CLOSE_TOO_LARGE = 4413  # a frame over MAX_FRAME_BYTES: the runner reconnects and resends
+CLOSE_SERVER_ERROR = 4500  # the server failed (its database is away): reconnect and resend
+
 Seq = Annotated[StrictInt, Field(ge=1)]
 Millis = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
 RequestId = StrictStr | StrictInt

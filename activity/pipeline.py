@@ -12,8 +12,7 @@ session does with them, in order:
    meanwhile is the next batch — one transaction and one push however many frames.
 3. A heartbeat keeps the chat's runner "seen" while the socket is up.
 
-Close codes: 4400 a protocol error (no hello, frames lost), 4401 no or bad credentials, 4403 not
-allowed, 1009 a frame over the size limit, 1011 a server error (the runner resends).
+Close codes: ``frames.CLOSE_*``, each with what the runner does on it.
 """
 
 from __future__ import annotations
@@ -28,7 +27,19 @@ from channels.db import database_sync_to_async
 from pydantic import ValidationError
 
 from activity import answers, broadcast, groups, presence, watchdog
-from activity.frames import MAX_FRAME_BYTES, Ack, Error, Hello, NumberedFrame, runner_frame, seq_of
+from activity.frames import (
+    CLOSE_FORBIDDEN,
+    CLOSE_PROTOCOL,
+    CLOSE_SERVER_ERROR,
+    CLOSE_TOO_LARGE,
+    MAX_FRAME_BYTES,
+    Ack,
+    Error,
+    Hello,
+    NumberedFrame,
+    runner_frame,
+    seq_of,
+)
 from activity.ingest import ingest
 from activity.work import FrameError
 
@@ -73,7 +84,7 @@ class RunnerSession:
 
     async def receive(self, text: str | None) -> None:
         if text is None or len(text) > MAX_FRAME_BYTES:
-            await self.socket.close(code=1009, reason="frames are JSON text under 1 MiB")
+            await self.socket.close(code=CLOSE_TOO_LARGE, reason="frames are JSON text under 1 MiB")
             return
         try:
             raw = json.loads(text)
@@ -100,14 +111,14 @@ class RunnerSession:
             hello = Hello.model_validate(raw)
         except ValidationError as error:
             await self.say(Error(seq=None, error=explain(error)))
-            await self.socket.close(code=4400, reason="the first frame is a hello")
+            await self.socket.close(code=CLOSE_PROTOCOL, reason="the first frame is a hello")
             return
         try:
             change, last_seq = await database_sync_to_async(presence.connect)(
                 self.workspace_id, hello.chat_id, self.channel, hello.acked
             )
         except presence.Refused as refused:
-            await self.socket.close(code=4403, reason=str(refused))
+            await self.socket.close(code=CLOSE_FORBIDDEN, reason=str(refused))
             return
         self.chat_id = hello.chat_id
         self.heartbeat = asyncio.get_running_loop().create_task(self.beat(hello.chat_id))
@@ -131,10 +142,14 @@ class RunnerSession:
                 await broadcast.announce(result.change)
         except FrameError as error:
             await self.say(Error(seq=None, error=str(error)))
-            await self.socket.close(code=4400, reason="frames were lost; reconnect and resend")
+            await self.socket.close(
+                code=CLOSE_PROTOCOL, reason="frames were lost; reconnect and resend"
+            )
         except Exception:
             log.exception("ingesting frames for chat %s failed", self.chat_id)
-            await self.socket.close(code=1011, reason="server error; reconnect and resend")
+            await self.socket.close(
+                code=CLOSE_SERVER_ERROR, reason="server error; reconnect and resend"
+            )
         finally:
             self.drainer = None
 

@@ -16,6 +16,7 @@ from django.db import connections
 from django.test import Client
 
 from activity import groups, presence
+from activity.frames import CLOSE_TOO_LARGE
 from activity.models import AgentToken, Chat, ToolActivity, Workspace
 from koruweb.asgi import application
 from tests import frames
@@ -169,11 +170,11 @@ async def test_a_gap_in_the_frames_closes_the_socket_so_the_runner_resends():
     assert not await Chat.objects.filter(pk=chat_id, attempts__isnull=False).aexists()
 
 
-async def test_an_oversized_frame_is_refused_with_close_code_1009():
+async def test_an_oversized_frame_is_refused_with_a_close_code_daphne_can_send():
     _, token = await workspace_with_token()
     socket = await runner(token, uuid.uuid4())
     await socket.send_to(text_data=json.dumps({"type": "acp", "pad": "x" * (1024 * 1024 + 1)}))
-    assert (await socket.receive_output())["code"] == 1009
+    assert (await socket.receive_output())["code"] == CLOSE_TOO_LARGE
 
 
 async def test_a_runner_cannot_write_to_another_workspaces_chat():

@@ -13,6 +13,7 @@ from django.db import connections
 from django.utils import timezone
 
 from activity import groups, pipeline
+from activity.frames import CLOSE_PROTOCOL, CLOSE_SERVER_ERROR, CLOSE_TOO_LARGE
 from activity.models import AgentToken, Chat, Prompt, ToolActivity
 from tests import frames
 
@@ -124,7 +125,10 @@ async def test_a_frame_that_cannot_be_applied_is_refused_and_acknowledged_and_th
 
 @pytest.mark.parametrize(
     ("first", "code"),
-    [("x" * (2 * 1024 * 1024), 1009), (json.dumps({"type": "ack", "seq": 1}), 4400)],
+    [
+        ("x" * (2 * 1024 * 1024), CLOSE_TOO_LARGE),
+        (json.dumps({"type": "ack", "seq": 1}), CLOSE_PROTOCOL),
+    ],
     ids=["too large", "not a hello"],
 )
 async def test_a_first_frame_that_is_no_hello_closes_the_socket_with_its_code(token, first, code):
@@ -143,7 +147,7 @@ async def test_lost_frames_close_the_socket_so_the_runner_reconnects_and_resends
     assert socket.sent[-1]["type"] == "error" and "frames were lost" in socket.sent[-1]["error"]
 
 
-async def test_a_server_error_while_ingesting_closes_with_1011_and_commits_nothing(
+async def test_a_server_error_while_ingesting_closes_so_the_runner_resends_and_commits_nothing(
     token, monkeypatch
 ):
     runner = await session(token)
@@ -154,7 +158,7 @@ async def test_a_server_error_while_ingesting_closes_with_1011_and_commits_nothi
 
     monkeypatch.setattr(pipeline, "ingest", broken)
     await say(runner, frames.turn_started(1, uuid.uuid4(), uuid.uuid4()))
-    assert socket_of(runner).closed == (1011, "server error; reconnect and resend")
+    assert socket_of(runner).closed == (CLOSE_SERVER_ERROR, "server error; reconnect and resend")
     assert socket_of(runner).sent == [{"type": "ack", "seq": 0}]  # frame 1 was never acked
 
 

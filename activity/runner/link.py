@@ -17,10 +17,21 @@ from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from activity.frames import Ack, Answer, Error, Hello, server_frame
+from activity.frames import (
+    CLOSE_FORBIDDEN,
+    CLOSE_UNAUTHORIZED,
+    Ack,
+    Answer,
+    Error,
+    Hello,
+    server_frame,
+)
 from activity.runner.outbox import Outbox
 
-FATAL_CODES = {4401: "the server refused the agent token", 4403: "this chat is not yours"}
+FATAL_CODES = {
+    CLOSE_UNAUTHORIZED: "the server refused the agent token",
+    CLOSE_FORBIDDEN: "this chat is not yours",
+}
 
 
 class Fatal(Exception):
