@@ -135,7 +135,7 @@ def bound_append(text: str | None, addition: str, limit: int) -> str | None:
     if not text:
         return bound(addition, limit)
     cut = CUT_MARKER.search(text)
-    if cut is None:
+    if cut is None or len(text) < limit:  # a cut fills the bound; shorter text only says so
         return bound(f"{text}\n{addition}", limit)
     # Everything appended after a cut is cut too: only the marker's count grows.
     removed = int(cut.group(1).replace(",", "")) + 1 + len(clean_text(addition))

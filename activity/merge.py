@@ -13,7 +13,10 @@ Implements DESIGN.md "Merge rules" and ACP.md §8 for the columns of the contrac
 4. Unknown kinds and statuses are kept raw in helper columns; an unknown status leaves the
    contract's ``status`` as it was.
 5. A permission request or a question may be the first sight of a call: it creates or patches
-   the row without moving its status back, and opens its approval.
+   the row without moving its status back or replacing a title it carries an older copy of,
+   and opens its approval.
+6. A ``tool_call`` that arrives after updates of its call (out of order) fills in what is
+   missing but never sends the call back to proposed.
 
 The caller supplies the time (the runner's stamp on the frame, so a resend never shifts a time),
 the reply's Markdown length in bytes and the bounds, in a ``MergeContext``.
@@ -93,6 +96,7 @@ class CallState:
     agent_tool: str | None = None  # the tool's own name (`name` or _meta.claudeCode.toolName)
     input_seen: bool = False  # a real (non-empty) input arrived
     content_seen: bool = False  # the output comes from `content`, which rawOutput never replaces
+    retitled: bool = False  # a `tool_call_update` set the title: newer than any snapshot
     opened: bool = False  # a `tool_call` arrived, not only updates
 
     @property
@@ -198,10 +202,16 @@ def apply_update(
     s = state or first_sight(update.tool_call_id, ctx)
     limits = ctx.limits
     changes: dict[str, Any] = {}
-    if isinstance(update, ToolCallUpdate) and update.session_update == "tool_call":
+    opening = isinstance(update, ToolCallUpdate) and update.session_update == "tool_call"
+    late_opening = opening and state is not None and not state.opened
+    if opening:
         changes["opened"] = True
-    if update.title and clean_text(update.title).strip():
+    # A permission request's snapshot, or an opening that comes late, may be older than a
+    # title an update already gave.
+    older = prompt or late_opening
+    if update.title and clean_text(update.title).strip() and not (older and s.retitled):
         changes["agent_label"] = bound(update.title, limits.short_chars)
+        changes["retitled"] = s.retitled or not (opening or prompt)
     if update.kind:
         changes["agent_kind"] = bound(update.kind, RAW_WORD_CHARS)
     tool = update.name or _meta_tool_name(update.meta)
@@ -225,7 +235,9 @@ def apply_update(
     if update.status:
         s = replace(s, agent_status=bound(update.status, RAW_WORD_CHARS))
         status = ACP_STATUS.get(update.status)
-        if status is not None and not prompt:
+        # An opening that arrives after updates of the call is old news: never back to proposed.
+        backwards = late_opening and status is ToolStatus.PROPOSED
+        if status is not None and not prompt and not backwards:
             s = set_status(s, status, ctx)
     return s
 

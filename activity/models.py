@@ -166,6 +166,7 @@ class ToolActivity(models.Model):
     agent_tool = models.CharField(max_length=200, null=True, blank=True)
     input_seen = models.BooleanField(default=False)
     content_seen = models.BooleanField(default=False)
+    retitled = models.BooleanField(default=False)
     opened = models.BooleanField(default=False)
     # Where the row stands in its chat, and the chat version that last changed it.
     position = models.PositiveIntegerField()

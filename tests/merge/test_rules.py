@@ -642,3 +642,37 @@ def test_appending_to_a_cut_output_keeps_the_cut_marker_truthful() -> None:
 
     assert s.result_bytes == len(f"{first}\n{second}")
     assert_cut(s.agent_output, f"{first}\n{second}", SMALL.content_chars)
+
+
+# --- issue 13: corner cases where the merge lost or reordered data ---------------------------
+
+
+def test_output_that_merely_ends_with_the_cut_markers_words_is_not_taken_for_a_cut() -> None:
+    s = replay(
+        tool_call(status="in_progress"),
+        content_chunk(text("the log says …[12 more characters cut]")),
+        content_chunk(text("and then it went on")),
+    )
+
+    assert s.agent_output == "the log says …[12 more characters cut]\nand then it went on"
+
+
+def test_an_opening_that_arrives_after_its_update_never_sends_the_call_back_to_proposed() -> None:
+    s = replay(
+        tool_call_update(status="in_progress", title="Run tests"),
+        tool_call(status="pending", title="Terminal", kind="execute"),
+    )
+
+    assert s.status is ToolStatus.RUNNING and s.started_at == 1_000
+    assert s.opened and s.agent_kind == "execute"
+    assert s.agent_label == "Run tests"  # the update's title is newer than the opening's
+
+
+def test_a_permission_requests_older_snapshot_never_replaces_a_newer_title() -> None:
+    s = replay(
+        tool_call(status="pending", title="Terminal"),
+        tool_call_update(title="make test"),
+        permission(title="Terminal"),  # the snapshot the agent took before it renamed the call
+    )
+
+    assert s.agent_label == "make test"
