@@ -196,6 +196,13 @@ if PRODUCTION:
 AGENT_CONTENT_CHARS = envint("AGENT_CONTENT_CHARS", 16_384, minimum=64)
 AGENT_SHORT_CHARS = envint("AGENT_SHORT_CHARS", 512, minimum=64)
 REPLY_MAX_CHARS = envint("REPLY_MAX_CHARS", 1_000_000, minimum=1_000)
+# The most bytes one push or catch-up to a page may take: Daphne drops a message over 1 MiB
+# (STACK.md G17), so a larger change goes out in parts (activity/broadcast.py).
+PUSH_MAX_BYTES = envint("PUSH_MAX_BYTES", 512 * 1024, minimum=1024)
+if PUSH_MAX_BYTES > 1_000_000:
+    raise ImproperlyConfigured(
+        f"PUSH_MAX_BYTES={PUSH_MAX_BYTES} would reach Daphne's 1 MiB message limit; keep it below"
+    )
 # How long a chat waits for its runner to come back before its turn is ended.
 RUNNER_GRACE_SECONDS = envint("RUNNER_GRACE_SECONDS", 60, minimum=0)
 # `manage.py prune_runs` deletes runs created more than this many days ago; 0 keeps them forever.

@@ -198,3 +198,218 @@ async def test_a_push_waiting_on_a_room_goes_out_when_its_last_viewer_leaves(mon
     finally:
         page.release.set()
     assert "step 3" in (await pushes(channel, quiet=0.3))[-1]["content"]
+
+
+# --- no push is too big ----------------------------------------------------------------------
+
+VOID = {"area", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+
+
+class Node:
+    def __init__(self, tag: str, attrs: dict[str, str | None]) -> None:
+        self.tag, self.attrs = tag, attrs
+        self.children: list[Node | str] = []
+
+    def __str__(self) -> str:
+        shown = {k: v for k, v in self.attrs.items() if k != "hx-swap-oob"}
+        attrs = "".join(f' {k}="{v}"' if v is not None else f" {k}" for k, v in shown.items())
+        return f"<{self.tag}{attrs}>{''.join(map(str, self.children))}</{self.tag}>"
+
+    def find(self, element_id: str) -> tuple[Node, int] | None:
+        """The parent of the element with this id, and its place there."""
+        for i, child in enumerate(self.children):
+            if isinstance(child, Node):
+                if child.attrs.get("id") == element_id:
+                    return self, i
+                found = child.find(element_id)
+                if found:
+                    return found
+        return None
+
+
+def parse(html: str) -> Node:
+    from html.parser import HTMLParser
+
+    root = Node("root", {})
+    stack = [root]
+
+    class Builder(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            node = Node(tag, dict(attrs))
+            stack[-1].children.append(node)
+            if tag not in VOID:
+                stack.append(node)
+
+        def handle_endtag(self, tag: str) -> None:
+            while stack[-1].tag != tag:
+                stack.pop()
+            stack.pop()
+
+        def handle_data(self, data: str) -> None:
+            stack[-1].children.append(data)
+
+    Builder(convert_charrefs=False).feed(html)
+    return root
+
+
+def oob(node: Node) -> list[Node]:
+    """The out-of-band elements of a push, as htmx finds them (not inside one another)."""
+    if "hx-swap-oob" in node.attrs:
+        return [node]
+    return [found for child in node.children if isinstance(child, Node) for found in oob(child)]
+
+
+def apply_push(page: Node, content: str) -> None:
+    """What htmx does with a push's out-of-band fragments."""
+    for element in oob(parse(content)):
+        how = element.attrs["hx-swap-oob"] or ""
+        if how == "outerMorph":
+            found = page.find(element.attrs["id"] or "")
+            assert found, f"no #{element.attrs['id']} on the page"
+            parent, i = found
+            parent.children[i] = element
+        else:
+            assert how.startswith("beforeend:#"), how
+            found = page.find(how.removeprefix("beforeend:#"))
+            assert found, how
+            parent, i = found
+            target = parent.children[i]
+            assert isinstance(target, Node)
+            target.children += element.children
+
+
+def blank_page() -> Node:
+    return parse('<section id="chat-head"></section><div id="turns"></div>')
+
+
+def built_by(page: Node, texts: list[str], since: int) -> tuple[str, int]:
+    """The page the pushes build, applied in order as live.js does: each starts where the page
+    stands, the parts of one change one after the other."""
+    shown, part = since, 0
+    for text in texts:
+        push = json.loads(text)
+        assert push["from"] == shown and push["to"] > shown
+        if "parts" in push:
+            assert push["part"] == part + 1
+            part = push["part"]
+        apply_push(page, push["content"])
+        if push.get("parts", 1) == part or "parts" not in push:
+            shown, part = push["to"], 0
+    assert part == 0, "the last part never came"
+    return str(page), shown
+
+
+def many_calls(first_seq: int, count: int, turn: str = "") -> list[dict]:
+    return [
+        frames.tool_call(
+            first_seq + n,
+            f"call{turn}_{n}",
+            f"Read src/module_{n}.py",
+            kind="read",
+            status="pending",
+            rawInput={"path": f"src/module_{n}.py", "why": "ä < b & 'c' " * 20},
+        )
+        for n in range(count)
+    ]
+
+
+def test_a_change_many_times_the_bound_arrives_in_parts_whose_versions_chain_into_the_same_page(
+    settings,
+):
+    settings.PUSH_MAX_BYTES = 4_000
+    chat_id = async_to_sync(new_chat)()
+    ingest(chat_id, [runner_frame.validate_python(f) for f in many_calls(2, 40)])
+
+    single, version = broadcast.render_changes(chat_id, 0)  # what one push would have carried
+    assert len(broadcast.push_text(0, version, single)) > 10 * settings.PUSH_MAX_BYTES
+    texts = broadcast.render_push(chat_id, 0)
+
+    assert len(texts) > 10
+    assert all(len(text.encode()) <= settings.PUSH_MAX_BYTES for text in texts)
+    pushes = [json.loads(text) for text in texts]
+    assert [(p["from"], p["to"], p["part"], p["parts"]) for p in pushes] == [
+        (0, version, k, len(texts)) for k in range(1, len(texts) + 1)
+    ]
+    from_parts, shown = built_by(blank_page(), texts, 0)
+    assert shown == version
+    assert from_parts == built_by(blank_page(), [broadcast.push_text(0, version, single)], 0)[0]
+    assert from_parts.count('<tr id="tool-') == 40
+
+
+def test_changed_and_new_rows_of_a_turn_the_page_shows_arrive_in_parts_that_build_the_same_page(
+    settings,
+):
+    settings.PUSH_MAX_BYTES = 4_000
+    chat_id = async_to_sync(new_chat)()
+    ingest(chat_id, [runner_frame.validate_python(f) for f in many_calls(2, 10)])
+    page_then = blank_page()
+    _, since = built_by(page_then, broadcast.render_push(chat_id, 0), 0)
+
+    burst = [frames.tool_update(12 + n, f"call_{n}", status="completed") for n in range(10)]
+    burst += many_calls(22, 30, turn="b") + [frames.say(52, "Read them all. " * 50)]
+    ingest(chat_id, [runner_frame.validate_python(f) for f in burst])
+    texts = broadcast.render_push(chat_id, since)
+    single, version = broadcast.render_changes(chat_id, since)
+
+    assert len(texts) > 3 and all(len(t) <= settings.PUSH_MAX_BYTES for t in texts)
+    from_parts, shown = built_by(parse(str(page_then)), texts, since)
+    at_once, _ = built_by(
+        parse(str(page_then)), [broadcast.push_text(since, version, single)], since
+    )
+    assert shown == version and from_parts == at_once
+    assert from_parts.count(">Completed<") == 10 and from_parts.count('<tr id="tool-') == 40
+
+
+def test_a_change_that_fits_is_one_push_rendered_once_as_before(settings, monkeypatch):
+    settings.PUSH_MAX_BYTES = 4_000
+    chat_id = async_to_sync(new_chat)()
+    ingest(chat_id, [runner_frame.validate_python(f) for f in many_calls(2, 1)])
+    split: list[tuple] = []
+
+    def splitting(*args: object) -> list[str]:
+        split.append(args)
+        return []
+
+    monkeypatch.setattr(broadcast, "split", splitting)
+    (text,) = broadcast.render_push(chat_id, 0)
+    html, version = broadcast.render_changes(chat_id, 0)
+    assert text == broadcast.push_text(0, version, html) and not split
+
+
+def test_a_fragment_no_push_can_carry_tells_the_page_to_fetch_its_regions(settings):
+    settings.PUSH_MAX_BYTES = 4_000
+    chat_id = async_to_sync(new_chat)()
+    since = ingest(
+        chat_id, [runner_frame.validate_python(frames.say(2, "A long reply. " * 1_000))]
+    ).change.since
+    (text,) = broadcast.render_push(chat_id, since)
+    push = json.loads(text)
+    assert push == {"from": since, "to": push["to"], "reload": True} and push["to"] > since
+
+
+async def test_a_change_in_parts_reaches_this_processs_viewers_in_order(settings):
+    settings.PUSH_MAX_BYTES = 4_000
+    chat_id = await new_chat()
+    channel = await subscribe(chat_id)
+    page = HeldPage()
+    page.release.set()
+    got: list[str] = []
+
+    async def deliver(text: str) -> None:
+        got.append(text)
+
+    page.deliver = deliver  # type: ignore[method-assign]
+    await broadcast.join(chat_id, page)
+    try:
+        await apply(chat_id, *many_calls(2, 40))
+        sent = await pushes(channel, quiet=0.3)
+        for _ in range(50):
+            if len(got) == len(sent):
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await broadcast.leave(chat_id, page)
+    assert len(sent) == 1  # one message on the channel layer: its parts travel together
+    parts = [json.loads(text) for text in got]
+    assert [p["part"] for p in parts] == list(range(1, len(parts) + 1)) and len(parts) > 10
+    assert all(len(text) <= settings.PUSH_MAX_BYTES for text in got)

@@ -267,6 +267,77 @@ async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version(ac
         await agent.disconnect()
 
 
+async def test_a_catch_up_many_times_the_push_bound_comes_in_parts_that_chain(
+    settings, acme_viewer
+):
+    settings.PUSH_MAX_BYTES = 4_000
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    agent = await runner(token, chat_id)
+    calls = [
+        frames.tool_call(n, f"call_{n}", f"Read src/file_{n}.py", kind="read", status="pending")
+        for n in range(2, 42)
+    ]
+    await send_all(agent, frames.turn_started(1, attempt, reply), *calls)
+    watch = await viewer(acme_viewer, chat_id)
+    assert (await watch.connect())[0]
+    try:
+        await watch.send_json_to({"since": 0})  # a page asleep through all of it
+        parts = [await watch.receive_from(timeout=5)]
+        while json.loads(parts[-1]).get("part") != json.loads(parts[-1]).get("parts"):
+            parts.append(await watch.receive_from(timeout=5))
+        version = (await Chat.objects.aget(pk=chat_id)).version
+    finally:
+        await watch.disconnect()
+        await agent.disconnect()
+    assert len(parts) > 5 and all(len(text) <= 4_000 for text in parts)
+    pushes = [json.loads(text) for text in parts]
+    assert [(p["from"], p["to"], p["part"]) for p in pushes] == [
+        (0, version, k) for k in range(1, len(parts) + 1)
+    ]
+    shown = "".join(p["content"] for p in pushes)
+    assert all(shown.count(f"Read src/file_{n}.py") == 1 for n in range(2, 42))
+
+
+DEEP = '{"since": ' * 10_000 + "0" + "}" * 10_000
+
+
+async def test_a_message_nested_ten_thousand_deep_is_ignored_and_the_page_still_catches_up(
+    acme_viewer,
+):
+    _, token = await workspace_with_token()
+    chat_id = uuid.uuid4()
+    await (await runner(token, chat_id)).disconnect()
+    watch = await viewer(acme_viewer, chat_id)
+    assert (await watch.connect())[0]
+    try:
+        for hostile in (DEEP, "[" * 10_000 + "]" * 10_000, '{"since": [' * 90 + "]}" * 90):
+            await watch.send_to(text_data=hostile)
+        assert await watch.receive_nothing(timeout=0.2)
+        await watch.send_json_to({"since": 0})
+        assert (await watch.receive_json_from(timeout=5))["from"] == 0
+    finally:
+        await watch.disconnect()
+
+
+async def test_an_inbox_socket_ignores_a_message_nested_ten_thousand_deep(acme_approver):
+    _, token = await workspace_with_token()
+    headers = (await viewer(acme_approver, uuid.uuid4())).scope["headers"]
+    inbox = WebsocketCommunicator(application, "/ws/inbox/", headers=headers)
+    assert (await inbox.connect())[0]
+    agent = await runner(token, uuid.uuid4())
+    try:
+        await inbox.receive_json_from(timeout=5)  # the list it starts from
+        await inbox.send_to(text_data=DEEP)
+        await send_all(agent, *asking(uuid.uuid4(), uuid.uuid4()))
+        update = await inbox.receive_json_from(timeout=5)
+        while "rm -rf build" not in update["content"]:
+            update = await inbox.receive_json_from(timeout=5)
+    finally:
+        await inbox.disconnect()
+        await agent.disconnect()
+
+
 async def test_viewers_in_one_process_share_one_member_of_the_chats_group(acme_viewer):
     from channels.layers import InMemoryChannelLayer
 
@@ -306,13 +377,13 @@ async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeyp
     watch = await viewer(acme_viewer, chat_id)
     assert (await watch.connect())[0]
     go = threading.Event()
-    render = broadcast.render_changes
+    render = broadcast.render_push
 
-    def slow_render(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
+    def slow_render(chat_id: uuid.UUID, since: int) -> list[str]:
         go.wait(10)  # the catch-up is still being rendered while a push arrives
         return render(chat_id, since)
 
-    monkeypatch.setattr(broadcast, "render_changes", slow_render)
+    monkeypatch.setattr(broadcast, "render_push", slow_render)
     try:
         await watch.send_json_to({"since": 0})
         await watch.receive_nothing(timeout=0.1)
@@ -378,15 +449,15 @@ async def test_a_push_that_fails_to_render_leaves_the_runner_connected_and_the_n
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(groups.chat(chat_id), channel)
-    render = broadcast.render_changes
+    render = broadcast.render_push
 
-    def broken(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
+    def broken(chat_id: uuid.UUID, since: int) -> list[str]:
         raise RuntimeError("a template bug")
 
     try:
-        monkeypatch.setattr(broadcast, "render_changes", broken)
+        monkeypatch.setattr(broadcast, "render_push", broken)
         assert (await send_all(agent, *opening(attempt, reply)))[-1] == {"type": "ack", "seq": 3}
-        monkeypatch.setattr(broadcast, "render_changes", render)
+        monkeypatch.setattr(broadcast, "render_push", render)
         await send_all(agent, frames.tool_update(4, "call_1", status="completed"))
         content = ""
         while "Completed" not in content:  # the runner's hello was pushed before the failure
@@ -471,6 +542,24 @@ async def test_an_inbox_socket_hears_of_a_new_prompt_in_its_workspace(acme_appro
         while "rm -rf build" not in update["content"]:
             update = await inbox.receive_json_from(timeout=5)
         assert 'data-count="1"' in update["content"]
+    finally:
+        await inbox.disconnect()
+        await agent.disconnect()
+
+
+async def test_an_inbox_list_too_big_for_a_push_tells_the_page_to_fetch_it(settings, acme_approver):
+    settings.PUSH_MAX_BYTES = 1_024
+    _, token = await workspace_with_token()
+    headers = (await viewer(acme_approver, uuid.uuid4())).scope["headers"]
+    inbox = WebsocketCommunicator(application, "/ws/inbox/", headers=headers)
+    assert (await inbox.connect())[0]
+    agent = await runner(token, uuid.uuid4())
+    try:
+        first = await inbox.receive_from(timeout=5)  # empty: it fits
+        assert "content" in json.loads(first)
+        await send_all(agent, *asking(uuid.uuid4(), uuid.uuid4()))
+        update = await inbox.receive_from(timeout=5)
+        assert json.loads(update) == {"reload": True} and len(update) <= 1_024
     finally:
         await inbox.disconnect()
         await agent.disconnect()

@@ -19,7 +19,8 @@
     });
   }
 
-  document.getElementById("inbox-live")?.addEventListener("htmx:ws:after:message:incoming", () => {
+  const live = document.getElementById("inbox-live");
+  const changed = () => {
     const now = ids();
     for (const id of now) {
       if (known.has(id)) continue;
@@ -32,6 +33,27 @@
     }
     known = now;
     retitle();
+  };
+  live?.addEventListener("htmx:ws:after:message:incoming", changed);
+  // A list too big for one push comes as {"reload": true}: fetch it over HTTP, morph it in.
+  live?.addEventListener("htmx:ws:before:message:incoming", async (event) => {
+    let push;
+    try {
+      push = JSON.parse(event.detail.message.data);
+    } catch {
+      return;
+    }
+    if (!push.reload) return;
+    event.detail.cancelled = true;
+    event.preventDefault();
+    const answer = await fetch(location.pathname, { headers: { Accept: "text/html" } });
+    if (!answer.ok) return;
+    const page = new DOMParser().parseFromString(await answer.text(), "text/html");
+    const fresh = page.getElementById("inbox-list");
+    if (!fresh) return;
+    fresh.setAttribute("hx-swap-oob", "outerMorph");
+    await htmx.swap({ sourceElement: live, target: live, swap: "none", text: fresh.outerHTML, transition: false });
+    changed();
   });
   retitle();
 })();

@@ -1,23 +1,92 @@
-// Keeps a chat page equal to the database. Every push says which version it starts from
-// ("from") and brings the page to ("to"); the page applies only a push that starts where it
-// stands, and otherwise asks the server for exactly what changed since the version it shows.
+// Keeps a chat page equal to the database, and says whether it is. Every push says which
+// version it starts from ("from") and brings the page to ("to"); the page applies only a push
+// that starts where it stands, and otherwise asks the server for exactly what changed since the
+// version it shows. A change too big for one message comes in parts ("part" k of "parts"),
+// applied in order; a page whose parts were broken off, or told to ("reload"), fetches its
+// regions over HTTP instead and asks for what changed since the version it got.
 (() => {
   const live = document.getElementById("live");
   if (!live) return;
+  const status = document.getElementById("connection");
+  const REGIONS = ["chat-head", "turns"]; // what a reload fetches: everything a push changes
+  const WORDS = {
+    connecting: "Connecting…",
+    live: "Live",
+    updating: "Updating…",
+    reconnecting: "Connection lost, reconnecting…",
+    offline: "Not live: reload the page",
+  };
   let shown = Number(live.dataset.version);
-  let next = shown;
+  let applying = null; // the push being swapped in now
+  let parts = null; // {to, part}: the parts of one change applied so far
   let asked = false;
+  let reloading = false;
+  let connection = null;
 
-  const ask = (connection) => {
+  // One state, on the page and for scripts and styles: live, updating, reconnecting, ….
+  const show = (state, detail = "") => {
+    document.body.dataset.connection = state;
+    if (!status) return;
+    status.dataset.state = state;
+    const text = WORDS[state] + (detail ? ` ${detail}` : "");
+    const words = status.querySelector(".words");
+    if (words.textContent !== text) words.textContent = text;
+  };
+  const settled = () => show(asked || parts || reloading ? "updating" : "live");
+
+  const ask = () => {
+    if (connection?.socket?.readyState !== WebSocket.OPEN) return show("reconnecting"); // asks once back
+    if (parts) return reload(); // parts of a change are on the page, the rest never came
     asked = true;
-    connection.socket?.send(JSON.stringify({ since: shown }));
+    show("updating");
+    connection.socket.send(JSON.stringify({ since: shown }));
   };
   const skip = (event) => {
     event.detail.cancelled = true;
     event.preventDefault();
   };
 
-  live.addEventListener("htmx:ws:after:connection", (event) => ask(event.detail.connection));
+  // The regions as the server renders them now, over HTTP (no message limit there), morphed in
+  // place like a push: what a person opened stays open.
+  const reload = async () => {
+    if (reloading) return;
+    reloading = true;
+    parts = null;
+    show("updating", "loading a large change");
+    try {
+      const answer = await fetch(location.pathname, { headers: { Accept: "text/html" } });
+      if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
+      const page = new DOMParser().parseFromString(await answer.text(), "text/html");
+      const version = Number(page.getElementById("live")?.dataset.version);
+      const regions = REGIONS.map((id) => page.getElementById(id));
+      if (Number.isNaN(version) || regions.includes(null)) throw new Error("not a chat page");
+      for (const region of regions) region.setAttribute("hx-swap-oob", "outerMorph");
+      const text = regions.map((region) => region.outerHTML).join("");
+      await htmx.swap({ sourceElement: live, target: live, swap: "none", text, transition: false });
+      shown = version;
+      live.dataset.version = String(shown);
+      reloading = false;
+      ask(); // what changed while it was on its way
+    } catch {
+      reloading = false; // the server is away: its socket reconnects and asks again
+      parts = { to: shown, part: 0 }; // … and, asking, reloads again
+      show(connection?.socket?.readyState === WebSocket.OPEN ? "updating" : "reconnecting");
+    }
+  };
+
+  live.addEventListener("htmx:ws:before:connection", () => {
+    if (document.body.dataset.connection !== "connecting") show("reconnecting");
+  });
+  live.addEventListener("htmx:ws:after:connection", (event) => {
+    connection = event.detail.connection;
+    ask();
+  });
+  live.addEventListener("htmx:ws:close", (event) => {
+    asked = false;
+    const codes = htmx.config.ws?.reconnectCodes || [];
+    const retried = event.detail.code === null || codes.includes(event.detail.code);
+    show(retried || document.hidden ? "reconnecting" : "offline");
+  });
 
   live.addEventListener("htmx:ws:before:message:incoming", (event) => {
     let push;
@@ -26,21 +95,56 @@
     } catch {
       return skip(event);
     }
+    applying = null;
+    if (reloading) return skip(event); // the reload brings all of it
+    if (parts) {
+      if (push.from === shown && push.to === parts.to && push.part === parts.part + 1) {
+        applying = push; // the next part of the change under way
+        return;
+      }
+      skip(event);
+      if (push.to <= shown) return; // an old push: nothing in it is new
+      return reload(); // its parts were broken off: some are on the page, some never will be
+    }
     if (push.to <= shown) {
       asked = false; // what we asked about has come (or nothing had changed)
+      settled();
       return skip(event); // nothing new for this page
     }
     if (push.from !== shown) {
       skip(event); // a gap: a push was missed, or the page is ahead of this one
-      if (!asked) ask(event.detail.connection);
+      if (!asked) ask();
       return;
     }
-    next = push.to;
+    if (push.reload) {
+      skip(event);
+      return reload(); // a change no push can carry
+    }
+    if (push.parts > 1) {
+      if (push.part !== 1) {
+        skip(event); // its first parts went before this page listened
+        return ask();
+      }
+      parts = { to: push.to, part: 0 };
+      show("updating");
+    }
+    applying = push;
   });
 
   live.addEventListener("htmx:ws:after:message:incoming", () => {
-    shown = next;
+    const push = applying;
+    applying = null;
+    if (!push) return;
+    if (parts) {
+      parts.part = push.part;
+      if (push.part < push.parts) return; // more to come; the page is not at "to" before
+      parts = null;
+    }
+    shown = push.to;
     asked = false;
     live.dataset.version = String(shown);
+    settled();
   });
+
+  show("connecting");
 })();
