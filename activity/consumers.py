@@ -15,6 +15,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 
 from activity import access, broadcast, groups
 from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
@@ -43,6 +44,15 @@ class AgentConsumer(Relay):
     """``/ws/agent/``: a runner's socket, relayed to its ``pipeline.RunnerSession``."""
 
     session: RunnerSession | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """The session's heartbeat ends with the consumer, even with one that dies without
+        ``disconnect`` (an exception in its loop): a dead runner never looks connected (G21)."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.session is not None:
+                self.session.end_tasks()
 
     async def connect(self) -> None:
         await self.accept()  # accept, then close with a code: never an endless retry loop
@@ -78,6 +88,23 @@ class AgentConsumer(Relay):
         await self.channel_layer.group_discard(group, self.channel_name)
 
 
+ASKED_MAX_CHARS = 200  # a page's resync request, {"since": N}, is a few dozen characters
+
+
+def since_asked(text: str | None) -> int | None:
+    """The version a page's message says it shows, or None for anything else. Parsed safely:
+    a long message is not parsed at all, so no nesting can exhaust the stack."""
+    if not text or len(text) > ASKED_MAX_CHARS:
+        return None
+    try:
+        since = json.loads(text)["since"]
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError):
+        return None
+    if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+        return None
+    return since
+
+
 class ViewerConsumer(Relay):
     chat_id: uuid.UUID | None = None
     held: list[str] | None = None  # pushes that came while a catch-up was being rendered
@@ -96,21 +123,16 @@ class ViewerConsumer(Relay):
         await broadcast.join(chat_id, self)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        """The page says which version it shows; it gets exactly what changed since."""
-        if self.chat_id is None:
-            return
-        try:
-            since = json.loads(text_data or "")["since"]
-        except (ValueError, KeyError, TypeError):
+        """The page says which version it shows; it gets exactly what changed since, in as
+        many pushes as ``PUSH_MAX_BYTES`` makes it (``broadcast.render_push``)."""
+        since = since_asked(text_data)
+        if self.chat_id is None or since is None:
             return  # not a resync request: nothing else is taken from a browser here
-        if not isinstance(since, int) or isinstance(since, bool) or since < 0:
-            return
         self.held = []  # pushes wait until the catch-up is out, so the page sees them in order
         try:
-            html, version = await database_sync_to_async(broadcast.render_changes)(
-                self.chat_id, since
-            )
-            await self.send(text_data=broadcast.push_text(since, max(version, since), html))
+            texts = await database_sync_to_async(broadcast.render_push)(self.chat_id, since)
+            for text in texts:
+                await self.send(text_data=text)
         finally:
             held, self.held = self.held, None
             for text in held:
@@ -151,6 +173,9 @@ class InboxConsumer(Relay):
         # reconnecting socket was away) was announced to nobody: start from a fresh list.
         await self.inbox_changed({})
 
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """An inbox takes nothing from the browser: whatever it sends is never even parsed."""
+
     async def inbox_changed(self, event: dict[str, Any]) -> None:
         if self.rendering is not None:
             self.again = True  # one render follows whatever is in flight
@@ -162,7 +187,10 @@ class InboxConsumer(Relay):
             while True:
                 self.again = False
                 html = await database_sync_to_async(broadcast.render_inbox)(self.scope["user"])
-                await self.send(text_data=json.dumps({"content": html}))
+                text = json.dumps({"content": html})
+                if len(text) > settings.PUSH_MAX_BYTES:  # too big to push: the page fetches it
+                    text = json.dumps({"reload": True})
+                await self.send(text_data=text)
                 if not self.again:
                     return
         finally:

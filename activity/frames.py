@@ -26,9 +26,14 @@ CLOSE_FORBIDDEN = 4403  # not yours (another workspace's chat): the runner stops
 CLOSE_TOO_LARGE = 4413  # a frame over MAX_FRAME_BYTES: the runner reconnects and resends
 CLOSE_SERVER_ERROR = 4500  # the server failed (its database is away): reconnect and resend
 
-Seq = Annotated[StrictInt, Field(ge=1)]
-Millis = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
+# Numbers are range-checked against the columns they reach: a seq is the chat's last_seq and
+# a time is a bigint; cut bytes add up into a row's result_bytes (a bigint) over many chunks.
+BIGINT_MAX = 2**63 - 1
+MAX_CUT_BYTES = 2**53
+Seq = Annotated[StrictInt, Field(ge=1, le=BIGINT_MAX)]
+Millis = Annotated[StrictInt, Field(ge=-(2**63), le=BIGINT_MAX)]
 RequestId = StrictStr | StrictInt
+REQUEST_KEY_CHARS = 200  # Prompt.request_id: a request id as stored (``request_key``)
 
 
 class Strict(BaseModel):
@@ -38,7 +43,7 @@ class Strict(BaseModel):
 class Hello(Strict):
     type: Literal["hello"] = "hello"
     chat_id: UUID4
-    acked: Annotated[StrictInt, Field(ge=0)] = 0
+    acked: Annotated[StrictInt, Field(ge=0, le=BIGINT_MAX)] = 0
 
 
 class Numbered(Strict):
@@ -62,7 +67,7 @@ class Acp(Numbered):
 
     type: Literal["acp"] = "acp"
     message: dict[str, Any]
-    cut_bytes: Annotated[StrictInt, Field(ge=0)] = 0  # output bytes the runner cut to fit
+    cut_bytes: Annotated[StrictInt, Field(ge=0, le=MAX_CUT_BYTES)] = 0  # bytes cut to fit
 
 
 class PromptOutcome(Numbered):
@@ -88,6 +93,21 @@ class TurnEnded(Numbered):
 RunnerFrame = Annotated[TurnStarted | Acp | PromptOutcome | TurnEnded, Field(discriminator="type")]
 runner_frame: TypeAdapter[TurnStarted | Acp | PromptOutcome | TurnEnded] = TypeAdapter(RunnerFrame)
 NumberedFrame = TurnStarted | Acp | PromptOutcome | TurnEnded
+
+
+class Refused(tuple[int, str]):
+    """A numbered frame the server refused before applying it: ``(seq, what was wrong)``.
+
+    ``from_agent``: it carried a message from the agent (an ``acp`` frame), so the turn counts
+    it among the messages that could not be read.
+    """
+
+    from_agent: bool
+
+    def __new__(cls, seq: int, error: str, *, from_agent: bool = False) -> Refused:
+        refused = super().__new__(cls, (seq, error))
+        refused.from_agent = from_agent
+        return refused
 
 
 class Ack(Strict):
@@ -123,7 +143,8 @@ def acp_parts(message: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
 def seq_of(raw: Any) -> int | None:
     """The seq a frame claims, if it claims a usable one: an error frame acknowledges it."""
     seq = raw.get("seq") if isinstance(raw, dict) else None
-    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1 else None
+    usable = isinstance(seq, int) and not isinstance(seq, bool) and 1 <= seq <= BIGINT_MAX
+    return seq if usable else None
 
 
 def request_key(request_id: str | int) -> str:

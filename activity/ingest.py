@@ -4,27 +4,40 @@
 2. Skip frames already applied (``seq`` ≤ ``chat.last_seq``): a resend after a reconnect is safe.
 3. Apply each frame to an in-memory working set through the pure merge. A frame that cannot be
    applied raises ``FrameError`` before it changes anything; it is skipped and reported (and,
-   like every frame, acknowledged).
+   like every frame, acknowledged). A message from the agent that is skipped is counted on its
+   turn: the page shows "N messages from the agent could not be read" and the last reason.
 4. Write what changed once (``chats.change``): new objects inserted in bulk, each changed
    object saved once, the chat's version bumped once for the whole batch.
 5. The caller announces the change after commit (``broadcast.announce``) and acknowledges.
+
+A frame alone is applied or refused. What only the database refuses (on PostgreSQL a NUL
+character, a string longer than its column, an integer out of range) fails the batch's
+transaction; the batch is then applied again one frame at a time, each in its own transaction,
+and the one frame the database refuses is refused like any other. A batch that fails for the
+server's own reason (the database is away: ``OperationalError``, ``InterfaceError``) raises:
+nothing is acknowledged, and the runner resends it.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError
 
 from activity import chats, prompts
 from activity.calls import apply, close, finish_turn, set_state
 from activity.contract import ChoiceIntent, ToolApproval, bound
 from activity.frames import (
+    REQUEST_KEY_CHARS,
     Acp,
     NumberedFrame,
     PromptOutcome,
+    Refused,
     TurnEnded,
     TurnStarted,
     acp_parts,
@@ -37,7 +50,7 @@ from activity.merge import (
     intent_approval,
     merge,
 )
-from activity.models import InferenceAttempt, Message, Prompt, PromptKind, ToolActivity
+from activity.models import Chat, InferenceAttempt, Message, Prompt, PromptKind, ToolActivity
 from activity.protocol import (
     ConfigOptionUpdate,
     CreateElicitation,
@@ -58,7 +71,15 @@ from activity.protocol import (
 from activity.render import render_block
 from activity.work import ChatChange, FrameError, Work
 
+log = logging.getLogger(__name__)
+
 PLAN_ENTRIES = 100
+# The server's own failures: the batch is not the cause, so it is resent rather than refused.
+SERVER_FAULTS = (OperationalError, InterfaceError)
+# What a database (or its driver) raises on a value it cannot store: the frame is the cause.
+REFUSALS = (DatabaseError, OverflowError, UnicodeError)
+
+Item = NumberedFrame | tuple[int, str]  # a frame, or (seq, error) for one refused already
 
 
 @dataclass
@@ -68,8 +89,25 @@ class Result:
     change: ChatChange  # what the batch did to the chat, for its viewers and inboxes
 
 
-def ingest(chat_id: uuid.UUID, frames: list[NumberedFrame | tuple[int, str]]) -> Result:
-    """Apply a batch of frames (or ``(seq, error)`` for frames that failed validation)."""
+def ingest(chat_id: uuid.UUID, frames: list[Item]) -> Result:
+    """Apply a batch of frames (or ``(seq, error)`` for frames that failed validation).
+
+    Raises ``FrameError`` when frames were lost (a seq was skipped), ``Chat.DoesNotExist``
+    when the chat was deleted, and the database's ``SERVER_FAULTS`` when it is away; then
+    nothing of the batch is acknowledged.
+    """
+    try:
+        return _ingest(chat_id, frames)
+    except (FrameError, Chat.DoesNotExist, *SERVER_FAULTS):
+        raise
+    except Exception as failure:
+        if len(frames) == 1:
+            return _refuse(chat_id, frames[0], failure)
+        log.warning("a batch of chat %s failed (%s): applying it frame by frame", chat_id, failure)
+        return _one_by_one(chat_id, frames)
+
+
+def _ingest(chat_id: uuid.UUID, frames: list[Item]) -> Result:
     errors: list[tuple[int, str]] = []
     with chats.change(chat_id, related=("current_attempt__reply",)) as work:
         chat = work.chat
@@ -86,13 +124,60 @@ def ingest(chat_id: uuid.UUID, frames: list[NumberedFrame | tuple[int, str]]) ->
                 apply_frame(work, item)
             except FrameError as error:
                 errors.append((seq, str(error)))
-                if isinstance(item, Acp):
-                    add_note(work, f"A message from the agent could not be read: {error}")
+                if _from_agent(item):
+                    count_unreadable(work, str(error))
             chat.last_seq = seq
     return Result(acked=work.chat.last_seq, errors=errors, change=work.done)
 
 
-def _preload_rows(work: Work, frames: list[NumberedFrame | tuple[int, str]]) -> None:
+def _from_agent(item: Item) -> bool:
+    return isinstance(item, Acp) or (isinstance(item, Refused) and item.from_agent)
+
+
+def _one_by_one(chat_id: uuid.UUID, frames: list[Item]) -> Result:
+    """Each frame in its own transaction: only a frame the database refuses is refused."""
+    results = []
+    for item in frames:
+        try:
+            results.append(_ingest(chat_id, [item]))
+        except (FrameError, Chat.DoesNotExist, *SERVER_FAULTS):
+            raise  # what was committed stays; the runner resends the rest, the server skips it
+        except Exception as failure:
+            results.append(_refuse(chat_id, item, failure))
+    first, last = results[0].change, results[-1].change
+    change = ChatChange(
+        chat_id,
+        first.workspace_id,
+        first.since,
+        last.version,
+        prompts_changed=any(result.change.prompts_changed for result in results),
+    )
+    errors = [error for result in results for error in result.errors]
+    return Result(acked=results[-1].acked, errors=errors, change=change)
+
+
+def _refuse(chat_id: uuid.UUID, item: Item, failure: Exception) -> Result:
+    """Skip one frame that failed alone: the chat moves past it, its turn counts it."""
+    seq = item[0] if isinstance(item, tuple) else item.seq
+    first_line = (str(failure).strip().splitlines() or [""])[0]
+    problem = f"the server could not store it ({type(failure).__name__}: {first_line})"
+    problem = bound(problem, NOTE_CHARS) or ""
+    if isinstance(failure, REFUSALS):
+        log.warning("frame %s of chat %s was refused: %s", seq, chat_id, problem)
+    else:  # not the database: a bug, but one frame still never stalls a chat
+        log.error("frame %s of chat %s failed", seq, chat_id, exc_info=failure)
+    with chats.change(chat_id, related=("current_attempt__reply",)) as work:
+        chat = work.chat
+        if seq > chat.last_seq:
+            if seq != chat.last_seq + 1:
+                raise FrameError(f"frame {seq} arrived after {chat.last_seq}: frames were lost")
+            if _from_agent(item):
+                count_unreadable(work, problem)
+            chat.last_seq = seq
+    return Result(acked=work.chat.last_seq, errors=[(seq, problem)], change=work.done)
+
+
+def _preload_rows(work: Work, frames: list[Item]) -> None:
     """Load every row the batch names in one query."""
     ids = set()
     for item in frames:
@@ -153,6 +238,8 @@ def apply_acp(work: Work, frame: Acp) -> None:
         envelope, message = parse_agent_message(frame.message)
     except ValidationError as error:
         raise FrameError(_describe(error)) from None
+    except TypeError:  # e.g. a sessionUpdate that is a list or an object: no update type
+        raise FrameError("invalid ACP message: a field that names a type is no string") from None
     match message:
         case SessionNotification():
             apply_update(work, message, frame.at, frame.cut_bytes)
@@ -180,6 +267,38 @@ def not_understood(work: Work, method: str, *, asked: bool) -> None:
         add_note(work, f"The agent asked for “{method}”, which koruweb does not serve (told so).")
     elif not method.startswith("_") and method != "session/cancel":
         add_note(work, f"The agent sent “{method}”, which koruweb does not understand.")
+
+
+UNREADABLE = re.compile(r"(A message|[\d,]+ messages) from the agent could not be read")
+
+
+def count_unreadable(work: Work, reason: str) -> None:
+    """Count one more message of the agent that could not be read on the current turn: one
+    note says how many, and why the last one could not."""
+    attempt = work.chat.current_attempt
+    if attempt is None:
+        return
+    notes = list(attempt.notes)
+    at = next((n for n, text in enumerate(notes) if UNREADABLE.match(text)), None)
+    count = 1
+    if at is not None:
+        counted = UNREADABLE.match(notes[at])
+        assert counted is not None
+        word = counted.group(1).split()[0]
+        count = (1 if word == "A" else int(word.replace(",", ""))) + 1
+    if count == 1:
+        text = f"A message from the agent could not be read: {reason}"
+    else:
+        text = f"{count:,} messages from the agent could not be read; the last: {reason}"
+    text = bound(text, NOTE_CHARS) or ""
+    if at is not None:
+        notes[at] = text
+    elif len(notes) < NOTES:
+        notes.append(text)
+    else:
+        return
+    attempt.notes = notes
+    work.touch(attempt, "notes")
 
 
 def add_note(work: Work, text: str) -> None:
@@ -295,6 +414,8 @@ def open_prompt(
     if request_id is None:
         raise FrameError("a request without a JSON-RPC id cannot be answered")
     key = request_key(request_id)
+    if len(key) > REQUEST_KEY_CHARS:
+        raise FrameError(f"a request id is at most {REQUEST_KEY_CHARS - 2} characters long")
     if work.prompt(key) is not None:
         raise FrameError(f"request {request_id} is already known in this chat")
     attempt = work.attempt()
@@ -331,8 +452,11 @@ def open_prompt(
 def outcome_approval(prompt: Prompt, outcome: dict[str, Any]) -> ToolApproval:
     """What the agent was told, as the row's approval."""
     if "action" in outcome:
+        action = outcome["action"]
+        if not isinstance(action, str):  # a list or a number is no action
+            raise FrameError("an outcome's action is 'accept', 'decline' or 'cancel'")
         actions = {"accept": ToolApproval.APPROVED, "decline": ToolApproval.DENIED}
-        return actions.get(outcome["action"], ToolApproval.CANCELLED)
+        return actions.get(action, ToolApproval.CANCELLED)
     if outcome.get("outcome") == "selected":
         chosen = [c for c in prompt.choices if c.get("id") == outcome.get("optionId")]
         if not chosen:

@@ -7,10 +7,15 @@ session does with them, in order:
 1. The first frame is a hello (``frames.Hello``): the chat is made or found and shown online
    (``presence.connect``), the runner is told the highest seq the server has (``Ack``) and
    gets the answers given while it was away (``answers.pending``).
-2. Every later frame is validated and queued. One drain at a time takes all that is queued as
-   a batch: ingested in one transaction, acknowledged, then announced; whatever arrived
-   meanwhile is the next batch — one transaction and one push however many frames.
+2. Every later frame is parsed and cleaned (``boundary.load``), validated and queued; a frame
+   that fails is refused (an ``Error`` that acknowledges its seq, when it names a usable one),
+   alone. One drain at a time takes all that is queued as a batch: ingested in one
+   transaction, acknowledged, then announced; whatever arrived meanwhile is the next batch —
+   one transaction and one push however many frames.
 3. A heartbeat keeps the chat's runner "seen" while the socket is up.
+4. When the database is away (or frames were lost), nothing more is acknowledged: the socket
+   closes (``CLOSE_SERVER_ERROR``, ``CLOSE_PROTOCOL``) and the runner reconnects and resends
+   everything after the last ack; what arrives after that decision is ignored.
 
 Close codes: ``frames.CLOSE_*``, each with what the runner does on it.
 """
@@ -18,7 +23,6 @@ Close codes: ``frames.CLOSE_*``, each with what the runner does on it.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from typing import Any, Protocol
@@ -26,7 +30,7 @@ from typing import Any, Protocol
 from channels.db import database_sync_to_async
 from pydantic import ValidationError
 
-from activity import answers, broadcast, groups, presence, watchdog
+from activity import answers, boundary, broadcast, groups, presence, watchdog
 from activity.frames import (
     CLOSE_FORBIDDEN,
     CLOSE_PROTOCOL,
@@ -37,10 +41,12 @@ from activity.frames import (
     Error,
     Hello,
     NumberedFrame,
+    Refused,
     runner_frame,
     seq_of,
 )
-from activity.ingest import ingest
+from activity.ingest import SERVER_FAULTS, ingest
+from activity.models import Chat
 from activity.work import FrameError
 
 log = logging.getLogger(__name__)
@@ -74,6 +80,7 @@ class RunnerSession:
         self.token_group = groups.token(token_id)
         self.socket = socket
         self.chat_id: uuid.UUID | None = None
+        self.closing = False  # the socket is being closed: nothing more is applied or acked
         self.pending: list[NumberedFrame | tuple[int, str]] = []
         self.drainer: asyncio.Task[None] | None = None
         self.heartbeat: asyncio.Task[None] | None = None
@@ -83,13 +90,20 @@ class RunnerSession:
         watchdog.ensure_running()
 
     async def receive(self, text: str | None) -> None:
+        if self.closing:
+            return  # the runner resends it after reconnecting
         if text is None or len(text) > MAX_FRAME_BYTES:
-            await self.socket.close(code=CLOSE_TOO_LARGE, reason="frames are JSON text under 1 MiB")
+            await self.close(CLOSE_TOO_LARGE, "frames are JSON text under 1 MiB")
             return
         try:
-            raw = json.loads(text)
-        except ValueError:
-            await self.say(Error(seq=None, error="a frame is one JSON object"))
+            raw = boundary.load(text)
+        except boundary.Unreadable as unreadable:
+            if self.chat_id is None or unreadable.seq is None:
+                await self.say(Error(seq=None, error=str(unreadable)))
+                if self.chat_id is None:
+                    await self.close(CLOSE_PROTOCOL, "the first frame is a hello")
+                return
+            self.queue(Refused(unreadable.seq, str(unreadable), from_agent=unreadable.from_agent))
             return
         if self.chat_id is None:
             await self.hello(raw)
@@ -101,7 +115,10 @@ class RunnerSession:
             if seq is None:
                 await self.say(Error(seq=None, error=explain(error)))
                 return
-            frame = (seq, explain(error))
+            frame = Refused(seq, explain(error), from_agent=raw.get("type") == "acp")
+        self.queue(frame)
+
+    def queue(self, frame: NumberedFrame | tuple[int, str]) -> None:
         self.pending.append(frame)
         if self.drainer is None:
             self.drainer = asyncio.get_running_loop().create_task(self.drain())
@@ -111,30 +128,38 @@ class RunnerSession:
             hello = Hello.model_validate(raw)
         except ValidationError as error:
             await self.say(Error(seq=None, error=explain(error)))
-            await self.socket.close(code=CLOSE_PROTOCOL, reason="the first frame is a hello")
+            await self.close(CLOSE_PROTOCOL, "the first frame is a hello")
             return
         try:
             change, last_seq = await database_sync_to_async(presence.connect)(
                 self.workspace_id, hello.chat_id, self.channel, hello.acked
             )
         except presence.Refused as refused:
-            await self.socket.close(code=CLOSE_FORBIDDEN, reason=str(refused))
+            await self.close(CLOSE_FORBIDDEN, str(refused))
+            return
+        except SERVER_FAULTS as fault:
+            log.warning("a runner's hello for chat %s failed: %s", hello.chat_id, fault)
+            await self.close(CLOSE_SERVER_ERROR, "server error; reconnect and resend")
             return
         self.chat_id = hello.chat_id
         self.heartbeat = asyncio.get_running_loop().create_task(self.beat(hello.chat_id))
         await self.socket.join(groups.runner(hello.chat_id))
         await self.say(Ack(seq=last_seq))  # what the server has; the runner resends the rest
-        await broadcast.announce(change)
-        waiting, change = await database_sync_to_async(answers.pending)(hello.chat_id)
-        for answer in waiting:  # given while this runner was away
-            await self.socket.send_text(answer.model_dump_json())
-        await broadcast.announce(change)
+        try:
+            await broadcast.announce(change)
+            waiting, change = await database_sync_to_async(answers.pending)(hello.chat_id)
+            for answer in waiting:  # given while this runner was away
+                await self.socket.send_text(answer.model_dump_json())
+            await broadcast.announce(change)
+        except SERVER_FAULTS as fault:  # its answers wait for the next connection
+            log.warning("a runner's hello for chat %s failed: %s", hello.chat_id, fault)
+            await self.close(CLOSE_SERVER_ERROR, "server error; reconnect and resend")
 
     async def drain(self) -> None:
         """Apply what has arrived, in batches, one at a time and in order."""
         assert self.chat_id is not None
         try:
-            while self.pending:
+            while self.pending and not self.closing:
                 result = await database_sync_to_async(ingest)(self.chat_id, self.next_batch())
                 for seq, problem in result.errors:
                     await self.say(Error(seq=seq, error=problem))
@@ -142,14 +167,15 @@ class RunnerSession:
                 await broadcast.announce(result.change)
         except FrameError as error:
             await self.say(Error(seq=None, error=str(error)))
-            await self.socket.close(
-                code=CLOSE_PROTOCOL, reason="frames were lost; reconnect and resend"
-            )
+            await self.close(CLOSE_PROTOCOL, "frames were lost; reconnect and resend")
+        except Chat.DoesNotExist:  # deleted while its runner was connected: the runner stops
+            await self.close(CLOSE_FORBIDDEN, "this chat was deleted on the server")
+        except SERVER_FAULTS as fault:  # the database is away: the runner resends the batch
+            log.warning("ingesting frames for chat %s failed: %s", self.chat_id, fault)
+            await self.close(CLOSE_SERVER_ERROR, "server error; reconnect and resend")
         except Exception:
             log.exception("ingesting frames for chat %s failed", self.chat_id)
-            await self.socket.close(
-                code=CLOSE_SERVER_ERROR, reason="server error; reconnect and resend"
-            )
+            await self.close(CLOSE_SERVER_ERROR, "server error; reconnect and resend")
         finally:
             self.drainer = None
 
@@ -162,22 +188,41 @@ class RunnerSession:
         """Say the runner is here, so a chat whose server died does not look live forever."""
         while True:
             await asyncio.sleep(presence.HEARTBEAT_SECONDS)
-            await database_sync_to_async(presence.alive)(chat_id, self.channel)
+            try:
+                await database_sync_to_async(presence.alive)(chat_id, self.channel)
+            except SERVER_FAULTS as fault:  # the next beat tries again
+                log.warning("the heartbeat of chat %s failed: %s", chat_id, fault)
 
     async def stop(self) -> None:
         """The socket closed: the chat shows its runner gone (unless a newer socket has it)."""
+        self.end_tasks()
         await self.socket.leave(self.token_group)
         if self.chat_id is None:
             return
+        await self.socket.leave(groups.runner(self.chat_id))
+        try:
+            change = await database_sync_to_async(presence.disconnect)(self.chat_id, self.channel)
+            if change is not None:
+                await broadcast.announce(change)
+        except SERVER_FAULTS as fault:  # its silence tells the watchdog instead (presence.sweep)
+            log.warning(
+                "the runner of chat %s left while the database was away: %s", self.chat_id, fault
+            )
+
+    def end_tasks(self) -> None:
+        """Stop the heartbeat: it never outlives the socket (STACK.md G21). A drain in flight
+        finishes on its own, so what it commits is still announced."""
         if self.heartbeat is not None:
             self.heartbeat.cancel()
-        await self.socket.leave(groups.runner(self.chat_id))
-        change = await database_sync_to_async(presence.disconnect)(self.chat_id, self.channel)
-        if change is not None:
-            await broadcast.announce(change)
 
     async def say(self, frame: Ack | Error) -> None:
         await self.socket.send_text(frame.model_dump_json())
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close the socket; whatever is queued or still arrives is dropped, not acknowledged."""
+        self.closing = True
+        self.pending = []
+        await self.socket.close(code=code, reason=reason)
 
     @property
     def channel(self) -> str:

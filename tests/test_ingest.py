@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.db import OperationalError, connection
 from pydantic import TypeAdapter
 
-from activity import presence
+from activity import chats, presence
 from activity.frames import runner_frame
 from activity.models import Chat, Prompt, ToolActivity
 from activity.work import FrameError
@@ -210,3 +211,116 @@ def test_a_heartbeat_keeps_a_quiet_runner_connected(chat, settings):
     assert after is not None and after >= before
     assert presence.sweep(now=after.timestamp() + presence.grace_silence() - 1) == []
     assert Chat.objects.get(pk=chat.pk).runner_connected
+
+
+# --- a frame is applied or refused, alone (issue 13) -------------------------------------------
+
+ON_POSTGRES = "postgresql" in connection.settings_dict["ENGINE"]
+
+
+def notes_of(chat: Chat) -> list[str]:
+    """What the page shows in the head of the chat's current turn."""
+    attempt = Chat.objects.get(pk=chat.pk).current_attempt
+    assert attempt is not None
+    return list(attempt.notes)
+
+
+def test_a_message_the_database_cannot_store_is_refused_alone_and_the_frames_around_it_apply(
+    chat,
+):
+    start(chat)
+    result = apply(
+        chat,
+        frames.tool_call(2, "before", "Read a.py"),
+        frames.tool_call(3, "bad\ud800", "A lone surrogate in an id"),  # no database takes it
+        frames.tool_call(4, "after", "Read b.py"),
+    )
+    assert result.acked == 4
+    assert [seq for seq, _ in result.errors] == [3]
+    assert "could not store" in result.errors[0][1]
+    labels = set(ToolActivity.objects.filter(chat=chat).values_list("agent_label", flat=True))
+    assert labels == {"Read a.py", "Read b.py"}
+    notes = notes_of(chat)
+    assert [n for n in notes if "could not be read" in n] == [
+        f"A message from the agent could not be read: {result.errors[0][1]}"
+    ]
+
+
+@pytest.mark.skipif(not ON_POSTGRES, reason="SQLite stores NUL and ignores column lengths")
+@pytest.mark.parametrize(
+    "refused",
+    [
+        frames.tool_call(3, "nul\x00id", "A NUL in an id"),
+        {**frames.turn_ended(3, uuid.UUID(int=0)), "usage": {"model": "nul\x00"}},
+    ],
+    ids=["NUL in a text column", "NUL in a JSON column"],
+)
+def test_what_only_postgresql_refuses_is_refused_alone(chat, refused):
+    attempt, _ = start(chat)
+    if refused["type"] == "turn_ended":
+        refused["attempt_id"] = str(attempt)
+    result = apply(chat, frames.say(2, "Before."), refused, frames.say(4, " After."))
+    assert result.acked == 4 and [seq for seq, _ in result.errors] == [3]
+    chat.refresh_from_db()
+    assert chat.current_attempt.reply.markdown == "Before. After."
+
+
+def test_messages_that_cannot_be_read_are_counted_in_one_note_with_the_last_reason(chat, as_viewer):
+    start(chat)
+    not_a_list = frames.update(2, {"sessionUpdate": "plan", "entries": "nope"})
+    no_type = frames.update(3, {"sessionUpdate": ["tool_call"], "toolCallId": "c1"})
+    no_id = frames.update(4, {"sessionUpdate": "tool_call", "title": "no id"})
+    result = apply(chat, not_a_list, no_type, no_id, frames.say(5, "Still here."))
+    assert [seq for seq, _ in result.errors] == [2, 3, 4]
+    notes = notes_of(chat)
+    assert notes == [
+        "3 messages from the agent could not be read; the last: " + result.errors[-1][1]
+    ]
+    apply(chat, frames.update(6, {"sessionUpdate": "plan", "entries": 5}))
+    notes = notes_of(chat)
+    assert len(notes) == 1 and notes[0].startswith("4 messages from the agent could not be read")
+    page = as_viewer.get(f"/chats/{chat.pk}/").content.decode()
+    assert "4 messages from the agent could not be read; the last: invalid ACP message" in page
+
+
+def test_a_session_update_whose_type_is_a_list_or_an_object_is_refused(chat):
+    start(chat)
+    result = apply(
+        chat,
+        frames.update(2, {"sessionUpdate": ["tool_call"], "toolCallId": "c1"}),
+        frames.update(3, {"sessionUpdate": {"kind": "tool_call"}, "toolCallId": "c1"}),
+        frames.tool_call(4, "c2", "Read a.py"),
+    )
+    assert [seq for seq, _ in result.errors] == [2, 3]
+    assert list(ToolActivity.objects.values_list("tool_call_id", flat=True)) == ["c2"]
+
+
+def test_an_outcome_whose_action_is_no_string_is_refused_and_leaves_the_prompt_open(chat):
+    start(chat)
+    apply(chat, frames.elicitation(2, 7, frames.CLAUDE_QUESTION))
+    wrong = {"type": "prompt_outcome", "seq": 3, "at": 1, "request_id": 7}
+    result = apply(chat, {**wrong, "outcome": {"action": ["accept"]}})
+    assert [seq for seq, _ in result.errors] == [3]
+    assert Prompt.objects.get(chat=chat).is_open
+
+
+def test_a_request_id_longer_than_its_column_is_refused_and_opens_no_prompt(chat):
+    start(chat)
+    long_id, longest = frames.permission(2, 7, "c1", "Deploy"), frames.permission(4, 7, "c3", "Go")
+    long_id["message"]["id"], longest["message"]["id"] = "r" * 199, "r" * 198
+    huge_number = frames.permission(3, 10**250, "c2", "Deploy")
+    result = apply(chat, long_id, huge_number, longest)
+    assert [seq for seq, _ in result.errors] == [2, 3]
+    assert [p.jsonrpc_id for p in Prompt.objects.filter(chat=chat)] == ["r" * 198]
+
+
+def test_a_batch_that_fails_because_the_database_is_away_raises_and_commits_nothing(
+    chat, monkeypatch
+):
+    def away(*args: object) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(chats, "write", away)
+    with pytest.raises(OperationalError):
+        apply(chat, frames.turn_started(1, uuid.uuid4(), uuid.uuid4()))
+    assert Chat.objects.get(pk=chat.pk).last_seq == 0

@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from django.db import connections
+from channels.testing import WebsocketCommunicator
+from django.db import OperationalError, connections
 from django.utils import timezone
 
-from activity import groups, pipeline
-from activity.frames import CLOSE_PROTOCOL, CLOSE_SERVER_ERROR, CLOSE_TOO_LARGE
+from activity import groups, pipeline, presence
+from activity.frames import CLOSE_FORBIDDEN, CLOSE_PROTOCOL, CLOSE_SERVER_ERROR, CLOSE_TOO_LARGE
 from activity.models import AgentToken, Chat, Prompt, ToolActivity
+from koruweb.asgi import application
 from tests import frames
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -147,19 +149,147 @@ async def test_lost_frames_close_the_socket_so_the_runner_reconnects_and_resends
     assert socket.sent[-1]["type"] == "error" and "frames were lost" in socket.sent[-1]["error"]
 
 
-async def test_a_server_error_while_ingesting_closes_so_the_runner_resends_and_commits_nothing(
+async def test_a_batch_that_fails_because_the_database_is_away_is_not_acknowledged_and_resent(
     token, monkeypatch
+):
+    chat_id = uuid.uuid4()
+    runner = await session(token)
+    await say(runner, frames.hello(chat_id))
+
+    batches = []
+
+    def away(chat_id: uuid.UUID, batch: list[Any]) -> None:
+        batches.append(batch)
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(pipeline, "ingest", away)
+    first = frames.turn_started(1, uuid.uuid4(), uuid.uuid4())
+    await say(runner, first)
+    assert socket_of(runner).closed == (CLOSE_SERVER_ERROR, "server error; reconnect and resend")
+    await say(runner, frames.say(2, "Arrived after the failure."))  # in flight when it closed
+    assert socket_of(runner).sent == [{"type": "ack", "seq": 0}]  # nothing was acknowledged
+    assert len(batches) == 1  # and nothing after the failure was even tried
+    await runner.stop()
+
+    monkeypatch.undo()  # the database is back: the runner reconnects and resends both
+    back = await session(token, FakeSocket("socket-2"))
+    await say(back, frames.hello(chat_id))
+    assert socket_of(back).sent == [{"type": "ack", "seq": 0}]
+    await say(back, first, frames.say(2, "Arrived after the failure."))
+    assert socket_of(back).sent[-1] == {"type": "ack", "seq": 2}
+    await back.stop()
+
+
+async def test_a_hello_while_the_database_is_away_closes_so_the_runner_tries_again(
+    token, monkeypatch
+):
+    def away(*args: Any) -> None:
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(presence, "connect", away)
+    runner = await session(token)
+    await say(runner, frames.hello(uuid.uuid4()))
+    assert socket_of(runner).closed == (CLOSE_SERVER_ERROR, "server error; reconnect and resend")
+    assert socket_of(runner).sent == []
+
+
+def deep(levels: int, seq: int) -> str:
+    """An acp frame whose message nests ``levels`` arrays (built as text: json.dumps recurses)."""
+    nested = "[" * levels + "]" * levels
+    return (
+        f'{{"type": "acp", "seq": {seq}, "at": 1, "message": {{"jsonrpc": "2.0", "x": {nested}}}}}'
+    )
+
+
+HOSTILE: dict[str, Any] = {  # each one frame of issue 13's list, as raw text, with seq 3
+    "params that are an array": frames.acp(
+        3, {"jsonrpc": "2.0", "method": "session/update", "params": ["hello"]}
+    ),
+    "a sessionUpdate that is a list": frames.update(
+        3, {"sessionUpdate": ["tool_call"], "toolCallId": "c9"}
+    ),
+    "NaN in a usage cost": frames.update(
+        3,
+        {
+            "sessionUpdate": "usage_update",
+            "used": 1,
+            "size": 2,
+            "cost": {"amount": float("nan"), "currency": "USD"},
+        },
+    ),
+    "an integer beyond 2^63 in cut_bytes": {
+        **frames.tool_update(3, "c1", status="completed"),
+        "cut_bytes": 2**64,
+    },
+    "an integer beyond 2^63 in at": {**frames.say(3, "x"), "at": 2**63},
+    "a prompt_outcome action of the wrong type": {
+        "type": "prompt_outcome",
+        "seq": 3,
+        "at": 1,
+        "request_id": 7,
+        "outcome": {"action": {"accept": True}},
+    },
+    "a request id longer than its column": {
+        **frames.permission(3, 8, "c8", "Deploy"),
+        "message": {**frames.permission(3, 8, "c8", "Deploy")["message"], "id": "r" * 300},
+    },
+    "JSON nested 200 deep": deep(200, 3),
+    "an unknown frame type": {"type": "bogus", "seq": 3, "at": 1},
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+async def test_a_hostile_frame_gets_an_error_that_acknowledges_it_and_the_next_frame_applies(
+    token, name
 ):
     runner = await session(token)
     await say(runner, frames.hello(uuid.uuid4()))
-
-    def broken(*args: Any) -> None:
-        raise RuntimeError("the database went away")
-
-    monkeypatch.setattr(pipeline, "ingest", broken)
     await say(runner, frames.turn_started(1, uuid.uuid4(), uuid.uuid4()))
-    assert socket_of(runner).closed == (CLOSE_SERVER_ERROR, "server error; reconnect and resend")
-    assert socket_of(runner).sent == [{"type": "ack", "seq": 0}]  # frame 1 was never acked
+    await say(runner, frames.elicitation(2, 7, frames.CLAUDE_QUESTION))
+    hostile = HOSTILE[name]
+    await runner.receive(hostile if isinstance(hostile, str) else json.dumps(hostile))
+    await say(runner, frames.tool_call(4, "after", "Read a.py"))
+    replies = socket_of(runner).sent
+    assert [r["seq"] for r in replies if r["type"] == "error"] == [3]
+    assert replies[-1] == {"type": "ack", "seq": 4} and socket_of(runner).closed is None
+    labels = await database_sync_to_async(
+        lambda: list(ToolActivity.objects.values_list("agent_label", flat=True))
+    )()
+    assert labels == ["Read a.py"]
+    await runner.stop()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [deep(10_000, 3), '{"type": "acp", "seq": 3, "at": NaN', "[1, 2]", '"a frame"'],
+    ids=["JSON nested 10,000 deep", "cut short", "an array", "a string"],
+)
+async def test_a_frame_whose_seq_cannot_be_read_is_refused_and_the_socket_stays_open(token, text):
+    runner = await session(token)
+    await say(runner, frames.hello(uuid.uuid4()))
+    await say(runner, frames.turn_started(1, uuid.uuid4(), uuid.uuid4()))
+    await runner.receive(text)
+    await say(runner, frames.say(2, "Still here."))
+    replies = socket_of(runner).sent
+    assert [r["seq"] for r in replies if r["type"] == "error"] == [None]
+    assert replies[-1] == {"type": "ack", "seq": 2} and socket_of(runner).closed is None
+    await runner.stop()
+
+
+async def test_text_is_cleaned_before_it_is_stored(token):
+    runner = await session(token)
+    chat_id = uuid.uuid4()
+    await say(runner, frames.hello(chat_id))
+    await say(
+        runner,
+        frames.turn_started(1, uuid.uuid4(), uuid.uuid4()),
+        frames.tool_call(2, "id\ud800\u0000", "Read\u0000 a.py\udfff"),  # sent as escapes
+    )
+    row = await database_sync_to_async(ToolActivity.objects.get)(chat_id=chat_id)
+    stored = (row.tool_call_id, row.agent_label)  # a lone surrogate is U+FFFD, a NUL is gone
+    assert tuple(text.rstrip("\ufffd") for text in stored) == ("id", "Read a.py")
+    assert all(text.endswith("\ufffd") for text in stored)
+    await runner.stop()
 
 
 async def test_a_session_that_stops_shows_the_runner_gone_unless_a_newer_socket_has_the_chat(
@@ -209,3 +339,40 @@ async def test_answers_given_while_the_runner_was_away_are_sent_after_its_hello(
         }
     ]
     await back.stop()
+
+
+async def test_a_runner_socket_that_dies_without_a_disconnect_leaves_no_heartbeat_behind(
+    acme, monkeypatch
+):
+    plain = (await database_sync_to_async(AgentToken.issue)(acme, "laptop"))[1]
+    sessions: list[pipeline.RunnerSession] = []
+    real_hello = pipeline.RunnerSession.hello
+
+    async def hello_then_fail(self: pipeline.RunnerSession, raw: Any) -> None:
+        sessions.append(self)
+        await real_hello(self, raw)
+        raise RuntimeError("a bug after the hello")  # the consumer dies: no disconnect()
+
+    monkeypatch.setattr(pipeline.RunnerSession, "hello", hello_then_fail)
+    socket = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {plain}".encode())]
+    )
+    assert (await socket.connect())[0]
+    await socket.send_json_to(frames.hello(uuid.uuid4()))
+    with pytest.raises(RuntimeError, match="a bug after the hello"):
+        await socket.wait(timeout=5)
+    heartbeat = sessions[0].heartbeat
+    assert heartbeat is not None
+    await asyncio.sleep(0)
+    assert heartbeat.cancelled()
+
+
+async def test_a_chat_deleted_while_its_runner_is_connected_closes_the_socket_for_good(token):
+    runner = await session(token)
+    chat_id = uuid.uuid4()
+    await say(runner, frames.hello(chat_id))
+    await database_sync_to_async(lambda: Chat.objects.filter(pk=chat_id).delete())()
+    await say(runner, frames.turn_started(1, uuid.uuid4(), uuid.uuid4()))
+    assert socket_of(runner).closed == (CLOSE_FORBIDDEN, "this chat was deleted on the server")
+    assert socket_of(runner).sent == [{"type": "ack", "seq": 0}]
+    await runner.stop()
