@@ -205,8 +205,26 @@ def apply_frame(work: Work, frame: NumberedFrame) -> None:
             end_turn(work, frame)
 
 
+BEFORE_ANY_PROMPT = "(what the agent did before the first prompt)"
+
+
+def before_any_prompt(work: Work, at: int) -> InferenceAttempt:
+    """A call the agent reports before any turn started (seed 000: an orphan update is shown,
+    not dropped) goes in a turn of its own, ended when the first real turn starts."""
+    chat = work.chat
+    attempt = InferenceAttempt(chat=chat, prompt=BEFORE_ANY_PROMPT, started_at=at)
+    work.add(attempt, Message(chat=chat, attempt=attempt))
+    chat.current_attempt = attempt
+    work.touch_meta("current_attempt")
+    return attempt
+
+
 def start_turn(work: Work, frame: TurnStarted) -> None:
     chat = work.chat
+    early = chat.current_attempt
+    if early is not None and early.prompt == BEFORE_ANY_PROMPT and early.ended_at is None:
+        early.ended_at, early.stop_reason = frame.at, "end_turn"
+        work.touch(early, "ended_at", "stop_reason")
     if InferenceAttempt.objects.filter(pk=frame.attempt_id).exists():
         raise FrameError(f"turn {frame.attempt_id} already exists")
     if Message.objects.filter(pk=frame.message_id).exists():
@@ -368,7 +386,7 @@ def merge_call(work: Work, event: Event, at: int, cut_bytes: int = 0) -> ToolAct
         ctx = MergeContext(at=at, limits=work.limits, cut_bytes=cut_bytes)
         apply(work, row, event, ctx)
         return row
-    attempt = work.attempt()
+    attempt = work.chat.current_attempt or before_any_prompt(work, at)
     reply = work.reply(attempt)
     ctx = MergeContext(
         at=at, reply_bytes=reply.markdown_bytes, limits=work.limits, cut_bytes=cut_bytes

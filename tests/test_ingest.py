@@ -10,6 +10,7 @@ from pydantic import TypeAdapter
 
 from activity import chats, presence
 from activity.frames import runner_frame
+from activity.ingest import BEFORE_ANY_PROMPT
 from activity.models import Chat, Prompt, ToolActivity
 from activity.work import FrameError
 from tests import factories, frames
@@ -80,10 +81,24 @@ def test_a_frame_already_applied_is_ignored(chat):
 
 
 def test_a_frame_that_cannot_be_applied_is_reported_skipped_and_changes_nothing(chat):
-    result = apply(chat, frames.tool_call(1, "c1", "Read a.py"))  # no turn has started
-    assert result.acked == 1
-    assert result.errors == [(1, "no turn has started in this chat yet")]
-    assert not ToolActivity.objects.exists()
+    start(chat)
+    result = apply(chat, frames.outcome(2, 99, "allow-once"))  # no such request
+    assert result.acked == 2
+    assert result.errors == [(2, "no request 99 in this chat")]
+    assert not Prompt.objects.exists()
+
+
+def test_a_call_reported_before_any_prompt_is_shown_in_a_turn_of_its_own(chat):
+    apply(chat, frames.tool_update(1, "c0", title="Index the project", status="completed"))
+    row = ToolActivity.objects.get(chat=chat)
+    assert (row.agent_label, row.status, row.opened) == ("Index the project", "completed", False)
+    early = row.attempt
+    assert early.prompt == BEFORE_ANY_PROMPT and early.ended_at is None
+    attempt = uuid.uuid4()
+    apply(chat, frames.turn_started(2, attempt, uuid.uuid4()))
+    early.refresh_from_db()
+    assert early.ended_at is not None  # the first real turn ends it
+    assert Chat.objects.get(pk=chat.pk).current_attempt_id == attempt
 
 
 def test_frames_that_skip_a_seq_are_refused_as_lost(chat):
