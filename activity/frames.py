@@ -23,7 +23,9 @@ MAX_FRAME_BYTES = 1024 * 1024  # Daphne's default message limit; the runner cuts
 CLOSE_PROTOCOL = 4400  # no hello first, or frames were lost: the runner reconnects and resends
 CLOSE_UNAUTHORIZED = 4401  # no, bad or revoked credentials: the runner stops (exit 2)
 CLOSE_FORBIDDEN = 4403  # not yours (another workspace's chat): the runner stops (exit 2)
-CLOSE_TOO_LARGE = 4413  # a frame over MAX_FRAME_BYTES: the runner reconnects and resends
+CLOSE_TOO_LARGE = 4413  # a frame over MAX_FRAME_BYTES: the runner cuts it to half, resends
+# On 4400, 4413 and 4500 the runner reconnects and resends; the same frame refused on three
+# connections in a row stops it (exit 7).
 CLOSE_SERVER_ERROR = 4500  # the server failed (its database is away): reconnect and resend
 
 # Numbers are range-checked against the columns they reach: a seq is the chat's last_seq and

@@ -8,8 +8,16 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
-from activity.frames import Acp, TurnEnded, runner_frame
-from activity.runner.main import page_url
+from activity.frames import (
+    Acp,
+    NumberedFrame,
+    PromptOutcome,
+    TurnEnded,
+    TurnStarted,
+    runner_frame,
+)
+from activity.runner import outbox as outbox_module
+from activity.runner.main import ERROR_CHARS, Options, Runner, page_url
 from activity.runner.outbox import FRAME_BUDGET, MARK, Outbox, cut_message
 
 
@@ -95,3 +103,105 @@ def test_a_lone_surrogate_from_an_agent_travels_as_a_replacement_character():
         "half a pair: \ufffd"
         in json.loads(raw)["message"]["params"]["update"]["content"][0]["content"]["text"]
     )
+
+
+# --- every kind of frame fits (issue 13: a 1 MiB prompt looped the runner) ----------------------
+
+BUDGET = 64 * 1024  # the tests' frame budget: small, so their strings stay small too
+HUGE = "ü😀" * 100_000  # 200,000 characters, 600,000 bytes: several budgets
+
+
+@pytest.fixture
+def small_budget(monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.setattr(outbox_module, "FRAME_BUDGET", BUDGET)
+    return BUDGET
+
+
+def turn_started(**fields: object) -> dict:
+    return {"attempt_id": uuid.uuid4(), "message_id": uuid.uuid4(), **fields}
+
+
+# (kind, fields with one huge string, where that string is in the frame sent)
+HUGE_FIELDS: dict[str, tuple[type[NumberedFrame], dict, tuple[str, ...]]] = {
+    "a prompt": (TurnStarted, turn_started(prompt=HUGE), ("prompt",)),
+    "a title": (TurnStarted, turn_started(prompt="hi", title=HUGE), ("title",)),
+    "an agent's name": (TurnStarted, turn_started(agent_name=HUGE), ("agent_name",)),
+    "a request id": (
+        PromptOutcome,
+        {"request_id": HUGE, "outcome": {"outcome": "cancelled"}},
+        ("request_id",),
+    ),
+    "a chosen option": (
+        PromptOutcome,
+        {"request_id": 5, "outcome": {"outcome": "selected", "optionId": HUGE}},
+        ("outcome", "optionId"),
+    ),
+    "a turn's usage": (
+        TurnEnded,
+        {"attempt_id": uuid.uuid4(), "stop_reason": "end_turn", "usage": {"note": HUGE}},
+        ("usage", "note"),
+    ),
+    "an agent's message": (
+        Acp,
+        {"message": {"jsonrpc": "2.0", "method": "_x/log", "params": {"text": HUGE}}},
+        ("message", "params", "text"),
+    ),
+}
+
+
+@pytest.mark.parametrize("where", list(HUGE_FIELDS))
+def test_a_frame_of_any_kind_with_a_huge_string_is_cut_on_a_character_to_fit_with_the_mark(
+    small_budget, where
+):
+    kind, fields, path = HUGE_FIELDS[where]
+    outbox = Outbox()
+    outbox.add(kind, **fields)
+    ((_, raw),) = outbox.after(0)
+    assert len(raw.encode()) <= small_budget
+    frame = json.loads(raw)
+    runner_frame.validate_python(frame)  # the server still accepts it
+    kept = frame
+    for key in path:
+        kept = kept[key]
+    assert kept.endswith(MARK) and len(kept) < len(HUGE)
+    assert HUGE.startswith(kept.removesuffix(MARK))  # whole characters, none split
+
+
+def test_a_usage_too_big_even_with_its_strings_cut_is_dropped_and_the_turn_still_ends(
+    small_budget,
+):
+    usage = {f"model-{n}": n for n in range(20_000)}  # many small numbers: nothing to cut
+    outbox = Outbox()
+    outbox.add(TurnEnded, attempt_id=uuid.uuid4(), stop_reason="end_turn", usage=usage)
+    ((_, raw),) = outbox.after(0)
+    assert len(raw.encode()) <= small_budget
+    frame = runner_frame.validate_json(raw)
+    assert isinstance(frame, TurnEnded) and frame.stop_reason == "end_turn"
+    assert frame.usage is None
+
+
+def test_a_long_agent_error_ends_its_turn_cut_with_the_mark():
+    runner = Runner(Options(server="ws://127.0.0.1:9", token="t", command=["agent"]))
+    runner.end_turn(uuid.uuid4(), "agent_error", error="the model said: " + "no " * 2000)
+    ((_, raw),) = runner.outbox.after(0)
+    error = json.loads(raw)["error"]
+    assert len(error) == ERROR_CHARS and error.endswith(MARK)
+    assert error.startswith("the model said: no no")
+
+
+def test_a_frame_the_server_finds_too_large_shrinks_to_half_and_still_counts_its_cut_bytes():
+    outbox = Outbox()
+    text = "é" * 300_000  # 600 KB: under the budget, so sent whole at first
+    outbox.add(TurnEnded, attempt_id=uuid.uuid4(), stop_reason="end_turn")
+    outbox.add(Acp, **tool_update(text))
+    sizes = [len(outbox.after(1)[0][1].encode())]
+    while (shrunk := outbox.shrink(upto=2)) is not None:
+        assert shrunk == 2  # the largest frame sent, not the oldest
+        sizes.append(len(outbox.after(1)[0][1].encode()))
+        frame = json.loads(outbox.after(1)[0][1])
+        runner_frame.validate_python(frame)
+        if frame["message"].get("method") == "session/update":
+            kept = frame["message"]["params"]["update"]["content"][0]["content"]["text"]
+            assert frame["cut_bytes"] + len(kept.removesuffix(MARK).encode()) == len(text.encode())
+    assert all(later <= earlier // 2 for earlier, later in zip(sizes, sizes[1:], strict=False))
+    assert len(sizes) > 3

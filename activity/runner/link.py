@@ -2,6 +2,14 @@
 
 It reconnects with exponential backoff and jitter for as long as the runner runs; after each
 (re)connect the server says what it has (an ``ack``) and everything after that is resent.
+
+A server that refuses a frame closes the socket (``frames.CLOSE_PROTOCOL``,
+``CLOSE_TOO_LARGE``, ``CLOSE_SERVER_ERROR``, or a server's own 1009 "too big" or 1011). On "too
+large" the runner first cuts the largest frame it sent to half its size; otherwise, or when
+nothing is left to cut, that is a strike against the oldest unacknowledged frame. ``REFUSALS``
+strikes in a row against the same frame stop the runner (``Refused``, exit code 7) rather than
+resend it forever; a refused connection does not reset the backoff, so the server has time to
+come back before the last strike.
 """
 
 from __future__ import annotations
@@ -16,9 +24,13 @@ from typing import Any
 from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.frames import CloseCode
 
 from activity.frames import (
     CLOSE_FORBIDDEN,
+    CLOSE_PROTOCOL,
+    CLOSE_SERVER_ERROR,
+    CLOSE_TOO_LARGE,
     CLOSE_UNAUTHORIZED,
     Ack,
     Answer,
@@ -32,10 +44,21 @@ FATAL_CODES = {
     CLOSE_UNAUTHORIZED: "the server refused the agent token",
     CLOSE_FORBIDDEN: "this chat is not yours",
 }
+# The closes that say the server refused what it got. A connection that drops with no close
+# code (a restart, the network) is no refusal: it never stops the runner.
+TOO_BIG = {CLOSE_TOO_LARGE, CloseCode.MESSAGE_TOO_BIG}
+REFUSING = {CLOSE_PROTOCOL, CLOSE_SERVER_ERROR, CloseCode.INTERNAL_ERROR, *TOO_BIG}
+REFUSALS = 3  # connections in a row refused on the same frame before the runner stops
+BACKOFF_SECONDS = 0.25  # the first delay before a reconnect; it doubles up to BACKOFF_MAX
+BACKOFF_MAX = 10.0
 
 
 class Fatal(Exception):
     """The server will never accept this runner: stop and say why."""
+
+
+class Refused(Exception):
+    """The server refuses the same frame every time it gets it: stop rather than loop."""
 
 
 def say(text: str) -> None:
@@ -58,9 +81,12 @@ class Link:
         self.on_answer = on_answer
         self.connected = asyncio.Event()
         self.ever_connected = asyncio.Event()
+        self.sent = 0  # the last seq sent on this connection
+        self.strikes: tuple[int, int] = (0, 0)  # (seq, connections in a row that refused it)
 
     async def run(self) -> None:
-        """Stay connected until cancelled; raises ``Fatal`` when the server refuses us."""
+        """Stay connected until cancelled; raises ``Fatal`` when the server refuses us, and
+        ``Refused`` when it refuses one frame ``REFUSALS`` times in a row."""
         attempt = 0
         while True:
             try:
@@ -75,13 +101,16 @@ class Link:
                     await self.session(socket)
             except ConnectionClosed as closed:
                 code = closed.rcvd.code if closed.rcvd else None
+                reason = closed.rcvd.reason if closed.rcvd else ""
                 if code in FATAL_CODES:
-                    reason = closed.rcvd.reason if closed.rcvd else ""
                     raise Fatal(
                         f"{FATAL_CODES[code]}: {reason}" if reason else FATAL_CODES[code]
                     ) from None
+                if code in REFUSING and self.refused(code, reason):
+                    attempt = self.strikes[1]  # refused: back off as if it never connected
                 if self.ever_connected.is_set():
-                    say(f"lost the server ({code or 'no close code'}); reconnecting")
+                    said = f"{code}: {reason}" if reason else code or "no close code"
+                    say(f"lost the server ({said}); reconnecting")
             except InvalidStatus as refused:
                 status = refused.response.status_code
                 raise Fatal(f"the server refused the socket: HTTP {status}") from None
@@ -91,8 +120,33 @@ class Link:
             finally:
                 self.connected.clear()
             attempt += 1
-            delay = min(0.25 * 2 ** min(attempt, 6), 10.0)
+            delay = min(BACKOFF_SECONDS * 2 ** min(attempt, 6), BACKOFF_MAX)
             await asyncio.sleep(delay * random.uniform(0.7, 1.3))
+
+    def refused(self, code: int, reason: str) -> bool:
+        """The server closed on a frame it refused. Cut harder if it was too large; else count
+        a strike against the oldest frame it has not acknowledged, and stop on the last one.
+        Returns whether that frame was struck."""
+        seq = self.outbox.acked + 1
+        if self.sent < seq:  # none of our frames was waiting: not a frame's fault
+            return False
+        if code in TOO_BIG:
+            shrunk = self.outbox.shrink(self.sent)
+            if shrunk is not None:
+                say(f"the server found frame {shrunk} too large ({code}); cut it to half")
+                return False
+        strikes = self.strikes[1] + 1 if self.strikes[0] == seq else 1
+        self.strikes = (seq, strikes)
+        if strikes >= REFUSALS:
+            said = f"{code}: {reason}" if reason else str(code)
+            after = self.outbox.seq - seq
+            raise Refused(
+                f"the server refused frame {seq} ({self.outbox.kind(seq)}) on {strikes} "
+                f"connections in a row (it closed with {said}); stopping instead of resending "
+                f"it forever. The frames before it are on the server; it and the {after} "
+                "after it are not"
+            )
+        return True
 
     async def session(self, socket: ClientConnection) -> None:
         await socket.send(Hello(chat_id=self.chat_id, acked=self.outbox.acked).model_dump_json())
@@ -105,6 +159,7 @@ class Link:
             said = first.error if isinstance(first, Error) else first
             raise Fatal(f"the server did not accept the hello: {said}")
         self.outbox.ack(first.seq)
+        self.sent = self.outbox.acked
         self.connected.set()
         self.ever_connected.set()
         sender = asyncio.create_task(self.send_frames(socket))
@@ -115,12 +170,11 @@ class Link:
             sender.cancel()
 
     async def send_frames(self, socket: ClientConnection) -> None:
-        sent = self.outbox.acked
         while True:
             self.outbox.changed.clear()
-            for seq, text in self.outbox.after(sent):
+            for seq, text in self.outbox.after(self.sent):
                 await socket.send(text)
-                sent = seq
+                self.sent = seq
             await self.outbox.changed.wait()
 
     def receive(self, text: str | bytes) -> None:

@@ -4,7 +4,7 @@ Exit codes: 0 every turn ended and every frame is acknowledged; 1 the server cou
 reached in time; 2 the server refused this runner (bad token, someone else's chat); 3 the agent
 command does not exist or would not start; 4 the agent exited during a turn; 5 the agent has
 no such mode as ``--mode``; 6 the agent asks to authenticate and no method's credentials are set;
-130 interrupted.
+7 the server refused the same frame on ``link.REFUSALS`` connections in a row; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -31,12 +32,14 @@ from acp.schema import (
 
 from activity.frames import TurnEnded, TurnStarted
 from activity.runner import setup
-from activity.runner.link import Fatal, Link, say
-from activity.runner.outbox import Outbox
+from activity.runner.link import Fatal, Link, Refused, say
+from activity.runner.outbox import Outbox, cut_text
 from activity.runner.spawn import spawn
 from activity.runner.turns import RunnerClient, TurnTable
 
 READ_LIMIT = 64 * 1024 * 1024  # the agent's longest line the runner will read
+TITLE_CHARS = 200  # a title made from a prompt's first line
+ERROR_CHARS = 2000  # an agent's error, as ``frames.TurnEnded.error`` bounds it
 AUTH_REQUIRED = -32000  # JSON-RPC error code: "Authentication required"
 
 
@@ -75,6 +78,7 @@ class Runner:
         self.session_id = ""
         self.mode: str | None = None  # the session's mode as the runner last knew it
         self.conn: ClientSideConnection | None = None
+        self.process: asyncio.subprocess.Process | None = None  # the agent's
         self.turn: asyncio.Task[Any] | None = None
         self.interrupts = 0
 
@@ -83,16 +87,19 @@ class Runner:
 
     async def run(self) -> int:
         link = asyncio.create_task(self.link.run())
+        work: asyncio.Task[None] | None = None
         try:
             await self.wait_for_server(link)
             # Printed once the server has the chat, so the page is there when it is opened.
             print(page_url(self.options.server, self.chat_id), flush=True)
-            async with self.agent() as (conn, process):
-                self.conn = conn
-                await self.start(conn)
-                async for prompt in self.prompts():
-                    await self.one_turn(conn, process, prompt)
-                await self.flush(link)
+            work = asyncio.create_task(self.work(link))
+            await asyncio.wait({work, link}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():  # the server refuses us for good: the agent stops too
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+                self.fatal(link)
+            work.result()
             return 0
         except Exit as stop:
             say(str(stop))
@@ -101,9 +108,22 @@ class Runner:
                     await asyncio.wait_for(self.flush(link), 10)
             return stop.code
         finally:
+            if work is not None and not work.done():  # interrupted
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exit):
+                    await work
             link.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Fatal):
+            with contextlib.suppress(asyncio.CancelledError, Fatal, Refused):
                 await link
+
+    async def work(self, link: asyncio.Task[None]) -> None:
+        """The agent's turns, one prompt after another, then every frame to the server."""
+        async with self.agent() as (conn, process):
+            self.conn, self.process = conn, process
+            await self.start(conn)
+            async for prompt in self.prompts():
+                await self.one_turn(conn, process, prompt)
+            await self.flush(link)
 
     async def wait_for_server(self, link: asyncio.Task[None]) -> None:
         timeout = self.options.connect_timeout
@@ -121,6 +141,8 @@ class Runner:
 
     def fatal(self, link: asyncio.Task[None]) -> None:
         error = link.exception()
+        if isinstance(error, Refused):
+            raise Exit(7, str(error))
         raise Exit(2, str(error)) if isinstance(error, Fatal) else Exit(1, f"link failed: {error}")
 
     @contextlib.asynccontextmanager
@@ -209,8 +231,7 @@ class Runner:
                 yield prompt
             return
         say("type a prompt and press Enter; Ctrl-D ends")
-        loop = asyncio.get_running_loop()
-        while line := await loop.run_in_executor(None, sys.stdin.readline):
+        while line := await read_line():
             if line.strip():
                 yield line.rstrip("\n")
 
@@ -225,7 +246,7 @@ class Runner:
             agent_name=self.agent_name,
             agent_version=self.agent_version,
             prompt=prompt,
-            title=self.options.title or prompt.splitlines()[0][:200],
+            title=self.options.title or cut_text(prompt.splitlines()[0], TITLE_CHARS),
             mode=self.mode[:100] if self.mode else None,
         )
         self.turn = asyncio.create_task(
@@ -245,7 +266,7 @@ class Runner:
                 # this turn is over, the agent and the run go on.
                 say(f"the agent ended the turn with an error: {error}")
                 self.table.cancel_all()
-                self.end_turn(attempt_id, "agent_error", error=str(error)[:2000])
+                self.end_turn(attempt_id, "agent_error", error=str(error))
                 return
             self.table.cancel_all()
             self.end_turn(attempt_id, "agent_exited")
@@ -256,6 +277,8 @@ class Runner:
             raise Exit(4, f"the agent exited with code {code} during a turn")
         finally:
             exited.cancel()
+            if not self.turn.done():  # the run stops mid-turn: the agent is stopped too
+                self.turn.cancel()
             self.turn = None
 
     def end_turn(
@@ -266,7 +289,7 @@ class Runner:
             attempt_id=attempt_id,
             stop_reason=stop_reason[:64] or "end_turn",
             usage=usage if isinstance(usage, dict) else None,
-            error=error[:2000] if error else None,
+            error=cut_text(error, ERROR_CHARS) if error else None,
         )
 
     async def flush(self, link: asyncio.Task[None]) -> None:
@@ -285,6 +308,25 @@ class Runner:
         say("cancelling the turn (Ctrl-C again to quit)")
         self.table.cancel_all()
         asyncio.get_running_loop().create_task(self.conn.cancel(session_id=self.session_id))
+
+
+async def read_line() -> str:
+    """A line of standard input, read in a daemon thread: a runner that stops while a person
+    has not typed the next prompt does not wait for them to press Enter."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def give(text: str) -> None:
+        if not line.done():
+            line.set_result(text)
+
+    def read() -> None:
+        text = sys.stdin.readline()
+        with contextlib.suppress(RuntimeError):  # the runner has stopped: its loop is closed
+            loop.call_soon_threadsafe(give, text)
+
+    threading.Thread(target=read, daemon=True).start()
+    return await line
 
 
 class OneLine(logging.Formatter):

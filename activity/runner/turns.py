@@ -114,7 +114,12 @@ class TurnTable:
         try:
             outcome = await future
         except asyncio.CancelledError:
-            outcome = cancelled
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # The handler itself is cancelled (the connection closes): no response can
+                # go out any more, and one that tried would wait for the closed sender forever.
+                raise
+            outcome = cancelled  # ``cancel_all``: the turn is cancelled, the agent is told so
         finally:
             self.waiting.pop(request_id, None)
         return request_id, outcome

@@ -27,7 +27,8 @@ Each turn (prompt text not starting with "fail") sends, with P = "o<turn>":
      without blocking the reading of the runner's messages, then
   7. result {stopReason: "end_turn"}
 A permission request among LINES that the runner holds for a person is answered when the
-person answers; the agent does not wait for it past ``WAIT``.
+person answers; the agent does not wait for it past ``WAIT`` (``ODD_AGENT_WAIT`` in the
+environment, 5 s by default).
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from typing import Any
 
-WAIT = 5.0
+WAIT = float(os.environ.get("ODD_AGENT_WAIT", "5"))
 
 
 def requests_in(value: Any) -> list[Any]:

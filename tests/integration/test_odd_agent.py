@@ -323,3 +323,84 @@ def test_a_prompt_answered_with_an_error_ends_its_turn_and_the_runner_takes_the_
 
 def run_turns(chat_id: Any) -> list[InferenceAttempt]:
     return list(InferenceAttempt.objects.filter(chat_id=chat_id).order_by("started_at"))
+
+
+# --- issue 13: frames that once looped the runner or stalled the chat ---------------------------
+
+
+def update(body: dict[str, Any]) -> dict[str, Any]:
+    return rpc("session/update", params={"sessionId": "odd-1", "update": body})
+
+
+def usage_line(cost: str) -> dict[str, Any]:
+    """A usage_update whose cost amount is the JSON text ``cost`` as written (NaN is no JSON)."""
+    body = {"sessionUpdate": "usage_update", "used": 1, "size": 2}
+    body["cost"] = {"amount": "COST", "currency": "USD"}
+    return {"odd_agent": "raw", "line": json.dumps(update(body)).replace('"COST"', cost)}
+
+
+HOSTILE = {
+    "params-array": rpc("_debug/log", params=["hello"]),
+    "session-update-list": update({"sessionUpdate": ["tool_call"], "toolCallId": "x"}),
+    "update-a-list": rpc("session/update", params={"sessionId": "odd-1", "update": [1, 2]}),
+    "nan-cost": usage_line("NaN"),
+    "infinity-cost": usage_line("-Infinity"),
+    "lone-surrogate-text": update(
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "a\ud83d"}}
+    ),
+    "lone-surrogate-id": update(
+        {"sessionUpdate": "tool_call", "toolCallId": "\udfff-id", "title": "Odd \ud800 id"}
+    ),
+    "huge-int": update({"sessionUpdate": "usage_update", "used": 2**70, "size": 2**80}),
+    "huge-int-output": update(
+        {"sessionUpdate": "tool_call_update", "toolCallId": "o1-ok", "rawOutput": {"n": -(2**90)}}
+    ),
+}
+LONG_PROMPT = "Summarise this log:" + "ü" * (1024 * 1024)  # over 1 MiB in characters and in bytes
+
+
+def read_call(call_id: str) -> dict[str, Any]:
+    """An ordinary call, opened and completed in one update."""
+    return update(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": call_id,
+            "title": f"Read {call_id}",
+            "kind": "read",
+            "status": "completed",
+        }
+    )
+
+
+def assert_turn_went_through(run: Run, server: Any, names: list[str]) -> None:
+    """The runner finished cleanly and every ordinary call around a hostile frame is a row."""
+    code, err = run.finish(within=60)
+    assert code == 0, f"runner exit {code}:\n{err}\nserver log:\n{server.output[-4000:]}"
+    assert "Traceback" not in err, err
+    got = rows(run.chat_id)
+    for call_id in [f"{name}-{when}" for name in names for when in ("before", "after")]:
+        assert call_id in got, (call_id, sorted(got))
+        assert (got[call_id].status, got[call_id].agent_label) == ("completed", f"Read {call_id}")
+    turn = last_turn(run.chat_id)
+    assert turn.stop_reason == "end_turn" and "Done." in turn.reply.markdown
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_a_hostile_frame_from_an_ordinary_agent_ends_neither_the_turn_nor_the_rows_around_it(
+    server, token, tmp_path, name
+):
+    lines = [read_call(f"{name}-before"), HOSTILE[name], read_call(f"{name}-after")]
+    run = odd_run(server, token, tmp_path, lines)
+    assert_turn_went_through(run, server, [name])
+
+
+def test_a_prompt_over_a_mebibyte_is_cut_to_fit_and_its_turn_completes(server, token, tmp_path):
+    source, log = tmp_path / "lines.json", tmp_path / "responses.jsonl"
+    source.write_text(json.dumps([read_call("long-prompt-before"), read_call("long-prompt-after")]))
+    agent = [sys.executable, str(AGENTS / "odd_agent.py"), str(source), str(log)]
+    run = Run(server.ws_url, token, agent, stdin=LONG_PROMPT + "\n")  # no argv takes 1 MiB
+    assert_turn_went_through(run, server, ["long-prompt"])
+    turn = last_turn(run.chat_id)
+    assert turn.prompt.startswith("Summarise this log:üüü")
+    assert len(turn.prompt) < len(LONG_PROMPT)
+    assert InferenceAttempt.objects.filter(chat_id=run.chat_id).count() == 1

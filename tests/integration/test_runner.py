@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -57,13 +59,17 @@ def _no_runner_outlives_its_test() -> Iterator[None]:
 class Run:
     """``python manage.py agent … -- AGENT`` in a child process."""
 
-    def __init__(self, server: str, token: str, agent: list[str], *flags: str) -> None:
+    def __init__(
+        self, server: str, token: str, agent: list[str], *flags: str, stdin: str | None = None
+    ) -> None:
+        """``stdin``: the prompts, one a line, as a person types them (no ``--prompt``)."""
         command = [sys.executable, "manage.py", "agent", "--server", server, "--token", token]
         command += [*flags, "--", *agent]
         self.process = subprocess.Popen(
             command,
             cwd=BASE_DIR,
             env=child_env(KORUWEB_DEMO_FAST="1"),
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -74,8 +80,24 @@ class Run:
         found = re.search(r"/chats/([0-9a-f-]{36})/", line)
         # The page's address, printed once the server has the chat (none if it never does).
         self.chat_id = uuid.UUID(found.group(1)) if found else uuid.UUID(int=0)
+        self.typist: threading.Thread | None = None
+        if stdin is not None:  # written aside: a runner that never reads it blocks no test
+            self.typist = threading.Thread(target=self.type, args=(stdin,), daemon=True)
+            self.typist.start()
+
+    def type(self, text: str) -> None:
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError, ValueError):  # a runner that already stopped
+            self.process.stdin.write(text)
+            self.process.stdin.close()
 
     def finish(self, within: float = 30) -> tuple[int, str]:
+        if self.typist is not None:
+            self.typist.join(within)
+            if self.typist.is_alive():
+                self.process.kill()  # it never read its prompts; the write then fails
+                self.typist.join()
+            self.process.stdin = None  # closed by the typist
         try:
             _, err = self.process.communicate(timeout=within)
         except subprocess.TimeoutExpired:

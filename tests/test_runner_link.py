@@ -1,0 +1,220 @@
+"""The runner never loops on a frame the server refuses (issue 13): a fake koruweb, a tiny
+``websockets`` server that commits every frame it gets in order and acknowledges it, except
+those a test makes it refuse by closing the socket with a code."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.asyncio.server import ServerConnection, serve
+
+from activity.frames import CLOSE_PROTOCOL, CLOSE_SERVER_ERROR, CLOSE_TOO_LARGE, Acp, TurnEnded
+from activity.runner import link as link_module
+from activity.runner.link import REFUSALS, Link, Refused
+from activity.runner.main import Options, Runner
+from activity.runner.outbox import MARK, Outbox
+
+AGENTS = Path(__file__).resolve().parent / "agents"
+GIVE_UP = 30  # connections after which the fake server says the runner loops
+DROP = 0  # refuse by dropping the connection with no close frame, as a restart or the network
+
+
+class FakeServer:
+    """``refuse(frame, text, server)`` returns the close code for a frame it refuses (or
+    ``DROP``), or None."""
+
+    def __init__(self, refuse: Callable[[dict[str, Any], str, FakeServer], int | None]) -> None:
+        self.refuse = refuse
+        self.committed = 0
+        self.connections = 0
+        self.received: dict[int, list[str]] = defaultdict(list)  # every copy of each frame
+        self.looping = asyncio.Event()  # the runner kept reconnecting past GIVE_UP
+
+    async def handle(self, socket: ServerConnection) -> None:
+        self.connections += 1
+        if self.connections > GIVE_UP:
+            self.looping.set()
+            return
+        await socket.recv()  # the hello
+        await socket.send(json.dumps({"type": "ack", "seq": self.committed}))
+        async for text in socket:
+            assert isinstance(text, str)
+            frame = json.loads(text)
+            self.received[frame["seq"]].append(text)
+            code = self.refuse(frame, text, self)
+            if code == DROP:
+                socket.transport.abort()
+                return
+            if code is not None:
+                await socket.close(code, "refused")
+                return
+            if frame["seq"] == self.committed + 1:
+                self.committed = frame["seq"]
+            await socket.send(json.dumps({"type": "ack", "seq": self.committed}))
+
+
+@pytest.fixture(autouse=True)
+def _quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(link_module, "BACKOFF_SECONDS", 0.001)
+    monkeypatch.setattr(link_module, "BACKOFF_MAX", 0.01)
+
+
+@contextlib.asynccontextmanager
+async def running(fake: FakeServer) -> AsyncIterator[str]:
+    async with serve(fake.handle, "127.0.0.1", 0, max_size=None) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        yield f"ws://127.0.0.1:{port}"
+
+
+def outbox_of(frames: int) -> Outbox:
+    outbox = Outbox()
+    for n in range(frames):
+        outbox.add(TurnEnded, attempt_id=uuid.uuid4(), stop_reason=f"r{n}")
+    return outbox
+
+
+async def until_stopped_or_drained(fake: FakeServer, url: str, outbox: Outbox) -> Link:
+    """Run a link until it stops, the outbox drains, or it is plainly looping (then fail)."""
+    link = Link(url, "token", uuid.uuid4(), outbox, lambda request_id, outcome: None)
+    running_link = asyncio.create_task(link.run())
+    drained = asyncio.create_task(outbox.wait_drained())
+    looping = asyncio.create_task(fake.looping.wait())
+    done, pending = await asyncio.wait(
+        {running_link, drained, looping}, return_when=asyncio.FIRST_COMPLETED
+    )
+    for task in pending:
+        task.cancel()
+    assert looping not in done, f"the runner reconnected {GIVE_UP} times"
+    if running_link in done:
+        error = running_link.exception()
+        assert error is not None
+        raise error
+    return link
+
+
+@pytest.mark.parametrize("code", [CLOSE_SERVER_ERROR, CLOSE_PROTOCOL, CLOSE_TOO_LARGE, 1009])
+async def test_a_frame_the_server_refuses_on_every_connection_stops_the_runner_at_the_third(
+    code: int,
+):
+    fake = FakeServer(lambda frame, text, server: code if frame["seq"] == 3 else None)
+    async with running(fake) as url:
+        with pytest.raises(Refused) as refused:
+            await until_stopped_or_drained(fake, url, outbox_of(5))
+    assert fake.connections == REFUSALS
+    assert fake.committed == 2  # the frames before it are on the server
+    said = str(refused.value)
+    assert f"refused frame 3 (turn_ended) on {REFUSALS} connections in a row" in said
+    assert str(code) in said and "2 after it" in said
+
+
+async def test_a_server_that_fails_once_on_each_frame_gets_every_frame_and_never_stops_the_runner():
+    def once(frame: dict[str, Any], text: str, server: FakeServer) -> int | None:
+        return CLOSE_SERVER_ERROR if len(server.received[frame["seq"]]) == 1 else None
+
+    fake = FakeServer(once)
+    outbox = outbox_of(6)
+    async with running(fake) as url:
+        await until_stopped_or_drained(fake, url, outbox)
+    assert fake.committed == 6 and outbox.drained
+
+
+async def test_refusals_of_different_frames_are_not_added_up():
+    def twice(frame: dict[str, Any], text: str, server: FakeServer) -> int | None:
+        return CLOSE_SERVER_ERROR if len(server.received[frame["seq"]]) <= REFUSALS - 1 else None
+
+    fake = FakeServer(twice)
+    outbox = outbox_of(3)
+    async with running(fake) as url:
+        await until_stopped_or_drained(fake, url, outbox)
+    assert fake.committed == 3
+    assert fake.connections > REFUSALS
+
+
+async def test_a_connection_dropped_without_a_close_code_never_counts_as_a_refusal():
+    def drop(frame: dict[str, Any], text: str, server: FakeServer) -> int | None:
+        return DROP if len(server.received[frame["seq"]]) <= REFUSALS + 2 else None
+
+    fake = FakeServer(drop)
+    outbox = outbox_of(2)
+    async with running(fake) as url:
+        await until_stopped_or_drained(fake, url, outbox)
+    assert fake.committed == 2
+
+
+@pytest.mark.parametrize("code", [CLOSE_TOO_LARGE, 1009])
+async def test_a_frame_too_large_for_the_server_is_cut_harder_on_each_refusal_until_it_passes(
+    code: int,
+):
+    limit = 20_000  # a proxy's limit, far under the runner's budget
+
+    fake = FakeServer(lambda frame, text, server: code if len(text.encode()) > limit else None)
+    outbox = Outbox()
+    output = "é" * 100_000  # 200 KB: the runner sends it whole at first
+    update = {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "c1",
+        "content": [{"type": "content", "content": {"type": "text", "text": output}}],
+    }
+    message = {"jsonrpc": "2.0", "method": "session/update", "params": {"update": update}}
+    outbox.add(Acp, message=message)
+    async with running(fake) as url:
+        await until_stopped_or_drained(fake, url, outbox)
+    sizes = [len(copy.encode()) for copy in fake.received[1]]
+    assert all(later < earlier for earlier, later in zip(sizes, sizes[1:], strict=False))
+    assert sizes[-1] <= limit and fake.committed == 1
+    got = json.loads(fake.received[1][-1])
+    kept = got["message"]["params"]["update"]["content"][0]["content"]["text"]
+    assert kept.endswith(MARK)
+    assert got["cut_bytes"] + len(kept.removesuffix(MARK).encode()) == len(output.encode())
+
+
+PERMISSION = {
+    "jsonrpc": "2.0",
+    "id": "p-1",
+    "method": "session/request_permission",
+    "params": {
+        "sessionId": "odd-1",
+        "toolCall": {"toolCallId": "c1", "title": "Delete build/"},
+        "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+    },
+}
+
+
+async def test_a_runner_whose_frame_is_always_refused_stops_mid_turn_with_code_7(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    """The agent waits for a person's answer that cannot come: the runner does not wait for
+    the turn to end (the agent would give up only after ``ODD_AGENT_WAIT``)."""
+
+    def refuse_the_agents_messages(frame: dict[str, Any], text: str, server: Any) -> int | None:
+        return CLOSE_SERVER_ERROR if frame["type"] == "acp" else None
+
+    monkeypatch.setenv("ODD_AGENT_WAIT", "60")
+    fake = FakeServer(refuse_the_agents_messages)
+    lines, responses = tmp_path / "lines.json", tmp_path / "responses.jsonl"
+    lines.write_text(json.dumps([PERMISSION]))
+    responses.write_text("")
+    agent = [sys.executable, str(AGENTS / "odd_agent.py"), str(lines), str(responses)]
+    async with running(fake) as url:
+        runner = Runner(Options(server=url, token="t", command=agent, prompts=["go"]))
+        run = asyncio.create_task(runner.run())
+        looping = asyncio.create_task(fake.looping.wait())
+        done, _ = await asyncio.wait({run, looping}, return_when=asyncio.FIRST_COMPLETED)
+        looping.cancel()
+        assert run in done, f"the runner reconnected {GIVE_UP} times"
+        code = run.result()
+    err = capsys.readouterr().err
+    assert code == 7, err
+    assert f"koruweb: the server refused frame 2 (acp session/update) on {REFUSALS}" in err
+    assert fake.connections == REFUSALS and "Traceback" not in err
+    assert runner.process is not None and runner.process.returncode is not None  # stopped
+    assert "turn_ended" not in [json.loads(text)["type"] for _, text in runner.outbox.frames]
