@@ -19,7 +19,7 @@ from django.http import (
 )
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from activity import access, broadcast, chats, dom, reads
 from activity.contract import bound
@@ -75,12 +75,18 @@ def tool(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponseRedirect:
     return redirect(f"{url}?page={page}#{dom.tool(row.pk)}")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @login_required
 def comment(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponse:
+    """POST adds a comment; GET shows the form on a page of its own (see views.answer)."""
     row = get_object_or_404(
-        ToolActivity.objects.filter(chat__in=access.visible_chats(request.user)), pk=tool_id
+        ToolActivity.objects.filter(chat__in=access.visible_chats(request.user)).select_related(
+            "chat"
+        ),
+        pk=tool_id,
     )
+    if request.method == "GET":
+        return render(request, "activity/comment.html", {"row": row})
     text = (request.POST.get("text") or "").strip()
     if not text:
         return HttpResponse("Write something first.", status=400)

@@ -8,7 +8,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from activity import access, answers, broadcast, dom, reads
 from activity import runs as runs_list
@@ -56,14 +56,18 @@ def inbox(request: HttpRequest) -> HttpResponse:
     return render(request, "activity/inbox.html", {"prompts": prompts, "can_answer": True})
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @login_required
 def answer(request: HttpRequest, prompt_id: uuid.UUID) -> HttpResponse:
+    """POST answers a prompt; GET shows its form on a page of its own (with a CSRF token: a
+    form that arrived in a push, rendered once for every viewer, links here)."""
     prompt = get_object_or_404(
-        Prompt.objects.select_related("chat"),
+        Prompt.objects.select_related("chat", "chat__workspace", "answered_by"),
         pk=prompt_id,
         chat__in=access.visible_chats(request.user),
     )
+    if request.method == "GET":
+        return render(request, "activity/prompt.html", {"prompt": prompt})
     try:
         if access.role_in(request.user, prompt.chat.workspace_id) not in access.ANSWERING_ROLES:
             raise answers.Refusal(

@@ -8,7 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from activity.models import AgentToken
+from activity import broadcast
+from activity.models import AgentToken, Prompt
 from tests import frames
 from tests.factories import run
 
@@ -77,3 +78,19 @@ def test_create_agent_token_makes_the_workspace_and_prints_a_token_that_works(ca
     found = AgentToken.find(token)
     assert found is not None and found.workspace.slug == "team-rocket"
     assert token not in {found.digest, found.hint}  # only a hash is kept
+
+
+def test_a_pushed_prompt_form_has_no_token_but_a_link_to_a_page_of_its_own_with_one(
+    acme, as_approver
+):
+    chat = run(
+        acme,
+        frames.turn_started(1, uuid.uuid4(), uuid.uuid4()),
+        frames.permission(2, 7, "c1", "Delete build/"),
+    )
+    prompt = Prompt.objects.get(chat=chat)
+    pushed, _ = broadcast.render_changes(chat.pk, 0)
+    assert "csrfmiddlewaretoken" not in pushed
+    assert f'href="/prompts/{prompt.pk}/answer"' in pushed
+    own_page = as_approver.get(f"/prompts/{prompt.pk}/answer").content.decode()
+    assert 'name="csrfmiddlewaretoken"' in own_page and "Delete build/" in own_page
