@@ -13,12 +13,14 @@ django_asgi_app = get_asgi_application()
 # Imported after Django is set up: the routing pulls in models.
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from activity.origins import OriginValidator  # noqa: E402
 from activity.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": URLRouter(websocket_urlpatterns),
+        # Every socket but the runner's must come from the page's own exact origin (G19).
+        "websocket": OriginValidator(URLRouter(websocket_urlpatterns)),
     }
 )
 

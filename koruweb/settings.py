@@ -188,9 +188,36 @@ SECURE_CSP = {
     "base-uri": [CSP.NONE],
     "frame-ancestors": [CSP.NONE],
 }
-if PRODUCTION:
-    SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", True)
-    CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", True)
+# HTTPS in production (`check --deploy` is clean with the defaults); each can be turned down.
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", PRODUCTION)
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31_536_000 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", PRODUCTION)
+# The header a TLS-terminating proxy sets to "https" (e.g. X-Forwarded-Proto); it must strip the
+# header from what clients send. Without it, a proxy's plain-HTTP hop looks insecure to Django.
+_proxy_ssl_header = envstr("SECURE_PROXY_SSL_HEADER", "").strip()
+SECURE_PROXY_SSL_HEADER: tuple[str, str] | None = (
+    ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+)
+
+# Wrong passwords: this many per user name, or per address, within the window lock both out
+# until it ends (activity/login.py).
+LOGIN_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+CACHES: dict[str, Any] = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "login_throttle": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "koruweb",
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "login"}
+    ),
+}
 
 # What a local agent did is kept only in four bounded strings (DESIGN.md "The row").
 AGENT_CONTENT_CHARS = envint("AGENT_CONTENT_CHARS", 16_384, minimum=64)

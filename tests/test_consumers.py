@@ -195,7 +195,7 @@ async def test_a_runner_cannot_write_to_another_workspaces_chat():
 
 
 async def viewer(user: User | None, chat_id: uuid.UUID, origin=ORIGIN) -> WebsocketCommunicator:
-    headers = [origin]
+    headers = [(b"host", b"localhost"), origin]  # a browser always sends both
     if user is not None:
         client = Client()
         await database_sync_to_async(client.force_login)(user)

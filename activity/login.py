@@ -1,0 +1,76 @@
+"""The login page, with a limit on wrong passwords per account and per address.
+
+After ``LOGIN_FAILURE_LIMIT`` wrong passwords for one user name, or from one address, within
+``LOGIN_LOCKOUT_SECONDS``, the form refuses every attempt for that name or from that address —
+the right password included, so guessing gains nothing — with a message saying how long to wait
+(HTTP 429). The count lives in the ``login_throttle`` cache (Redis when ``REDIS_URL`` is set, so
+every process shares it) and ends ``LOGIN_LOCKOUT_SECONDS`` after the first failure; a
+successful login clears its account's count, never its address's. ``force_login`` and the agent
+tokens never pass through here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.core.cache import caches
+from django.http import HttpRequest, HttpResponse
+
+CACHE = "login_throttle"
+
+
+def _key(kind: str, value: str) -> str:
+    return f"login-failures:{kind}:" + hashlib.sha256(value.encode()).hexdigest()
+
+
+def _keys(request: HttpRequest) -> list[str]:
+    username = str(request.POST.get("username", "")).strip().casefold()
+    address = str(request.META.get("REMOTE_ADDR") or "unknown")
+    return [_key("account", username), _key("address", address)]
+
+
+def locked_out(request: HttpRequest) -> bool:
+    counts = caches[CACHE].get_many(_keys(request))
+    return any(count >= settings.LOGIN_FAILURE_LIMIT for count in counts.values())
+
+
+def record_failure(request: HttpRequest) -> None:
+    cache = caches[CACHE]
+    for key in _keys(request):
+        if not cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS):
+            try:
+                cache.incr(key)
+            except ValueError:  # expired between add and incr
+                cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS)
+
+
+def record_success(request: HttpRequest) -> None:
+    caches[CACHE].delete(_keys(request)[0])
+
+
+def wait_words() -> str:
+    minutes = max(1, -(-settings.LOGIN_LOCKOUT_SECONDS // 60))
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
+
+
+class LoginView(auth_views.LoginView):
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if locked_out(request):
+            form = self.get_form()
+            form.add_error(
+                None,
+                "Too many failed logins for this account or from this address. "
+                f"Wait {wait_words()} and try again.",
+            )
+            response = self.form_invalid(form)
+            response.status_code = 429
+            return response
+        response = super().post(request, *args, **kwargs)
+        if request.user.is_authenticated:
+            record_success(request)
+        else:
+            record_failure(request)
+        return response
