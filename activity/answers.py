@@ -7,6 +7,7 @@ runner that owns the agent.
    bumps the chat's version so every viewer sees the buttons replaced.
 3. ``send_answer`` hands it to the runner through the channel layer: the runner's socket joins
    group ``runner-<chat id>`` and receives ``{"type": "runner.answer", "text": <answer frame>}``.
+   Only the socket whose hello proved the chat is its runner's is in that group (``presence``).
    A runner that is reconnecting gets it on its hello (``pending``). A secret answer is never
    stored: it is relayed in memory only, so it is refused while the runner is offline.
 """

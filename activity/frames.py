@@ -1,9 +1,9 @@
 """The frames between a runner and the server over ``/ws/agent/`` (DESIGN.md "The runner ↔
 server frames"). JSON objects, each with a ``type``.
 
-Runner → server: ``hello`` first (the chat id and the highest seq the runner believes
-acknowledged), then numbered frames: ``seq`` counts from 1 per chat and ``at`` is the runner's
-own clock in epoch ms, so a resend never shifts a time.
+Runner → server: ``hello`` first (the chat id, the runner's secret and the highest seq the
+runner believes acknowledged), then numbered frames: ``seq`` counts from 1 per chat and ``at``
+is the runner's own clock in epoch ms, so a resend never shifts a time.
 
 Server → runner: a cumulative ``ack`` (everything up to ``seq`` is committed); an ``error`` that
 names what was wrong with frame ``seq`` and also acknowledges it; an ``answer`` to the agent's
@@ -43,8 +43,15 @@ class Strict(BaseModel):
 
 
 class Hello(Strict):
+    """``secret``: the runner's proof that the chat is its own, made with the chat id
+    (``secrets.token_urlsafe(32)``) and sent in every hello. The server keeps its hash from the
+    hello that makes the chat and refuses a hello without it (``CLOSE_FORBIDDEN``)."""
+
     type: Literal["hello"] = "hello"
     chat_id: UUID4
+    secret: Annotated[StrictStr, Field(min_length=32, max_length=200)] | None = Field(
+        default=None, repr=False
+    )
     acked: Annotated[StrictInt, Field(ge=0, le=BIGINT_MAX)] = 0
 
 

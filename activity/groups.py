@@ -15,8 +15,9 @@ def chat(chat_id: uuid.UUID | str) -> str:
 
 
 def runner(chat_id: uuid.UUID | str) -> str:
-    """The socket of the runner that owns a chat; receives ``{"type": "runner.answer",
-    "text": <answer frame>}``."""
+    """The socket of the runner that owns a chat — only the one whose hello carried the chat's
+    secret, and only its latest (``pipeline.RunnerSession.take_answers``); receives
+    ``{"type": "runner.answer", "text": <answer frame>}``."""
     return f"runner-{chat_id}"
 
 

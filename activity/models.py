@@ -73,6 +73,9 @@ class Chat(models.Model):
     runner_connected = models.BooleanField(default=False)
     runner_left_at = models.DateTimeField(null=True, blank=True)
     runner_channel = models.CharField(max_length=200, blank=True)  # the latest runner socket
+    # sha256 of the secret its runner sent in the hello that made the chat (frames.Hello): only
+    # a hello with that secret gets the chat. Empty for a chat made before runners had one.
+    runner_secret_hash = models.CharField(max_length=64, blank=True)
     # The runner's socket says it is alive every HEARTBEAT_SECONDS; a server that died cannot
     # say it has gone, so silence past the grace period counts as gone.
     runner_seen_at = models.DateTimeField(null=True, blank=True)

@@ -4,9 +4,12 @@ The agent socket (``consumers.AgentConsumer``) only relays: it authenticates the
 every text it receives to ``RunnerSession.receive`` and calls ``stop`` when it closes. What the
 session does with them, in order:
 
-1. The first frame is a hello (``frames.Hello``): the chat is made or found and shown online
-   (``presence.connect``), the runner is told the highest seq the server has (``Ack``) and
-   gets the answers given while it was away (``answers.pending``).
+1. The first frame is a hello (``frames.Hello``): with the runner's secret, the chat is made or
+   found and shown online (``presence.claim``; a wrong or missing secret closes with
+   ``CLOSE_FORBIDDEN`` and changes nothing); this socket becomes the only one in the chat's
+   runner group (answers go only to the runner that proved the chat is its own); the runner is
+   told the highest seq the server has (``Ack``) and gets the answers given while it was away
+   (``answers.pending``).
 2. Every later frame is parsed and cleaned (``boundary.load``), validated and queued; a frame
    that fails is refused (an ``Error`` that acknowledges its seq, when it names a usable one),
    alone. One drain at a time takes all that is queued as a batch: ingested in one
@@ -28,6 +31,7 @@ import uuid
 from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from pydantic import ValidationError
 
 from activity import answers, boundary, broadcast, groups, presence, watchdog
@@ -130,9 +134,12 @@ class RunnerSession:
             await self.say(Error(seq=None, error=explain(error)))
             await self.close(CLOSE_PROTOCOL, "the first frame is a hello")
             return
+        if hello.secret is None:  # a runner older than secrets, or not a runner at all
+            await self.close(CLOSE_FORBIDDEN, "a hello must carry the runner's secret")
+            return
         try:
-            change, last_seq = await database_sync_to_async(presence.connect)(
-                self.workspace_id, hello.chat_id, self.channel, hello.acked
+            claimed = await database_sync_to_async(presence.claim)(
+                self.workspace_id, hello.chat_id, self.channel, hello.acked, hello.secret
             )
         except presence.Refused as refused:
             await self.close(CLOSE_FORBIDDEN, str(refused))
@@ -143,10 +150,11 @@ class RunnerSession:
             return
         self.chat_id = hello.chat_id
         self.heartbeat = asyncio.get_running_loop().create_task(self.beat(hello.chat_id))
-        await self.socket.join(groups.runner(hello.chat_id))
-        await self.say(Ack(seq=last_seq))  # what the server has; the runner resends the rest
+        if not await self.take_answers(hello.chat_id, claimed.replaced):
+            return
+        await self.say(Ack(seq=claimed.last_seq))  # what the server has; the runner resends
         try:
-            await broadcast.announce(change)
+            await broadcast.announce(claimed.change)
             waiting, change = await database_sync_to_async(answers.pending)(hello.chat_id)
             for answer in waiting:  # given while this runner was away
                 await self.socket.send_text(answer.model_dump_json())
@@ -154,6 +162,25 @@ class RunnerSession:
         except SERVER_FAULTS as fault:  # its answers wait for the next connection
             log.warning("a runner's hello for chat %s failed: %s", hello.chat_id, fault)
             await self.close(CLOSE_SERVER_ERROR, "server error; reconnect and resend")
+
+    async def take_answers(self, chat_id: uuid.UUID, replaced: str) -> bool:
+        """Make this socket the only one that gets the chat's answers: the runner's older
+        socket leaves the group, on whatever process it is. A newer socket that claimed the
+        chat before this one joined could not remove it, so this one checks, and gives way
+        (the runner, if it is still on it, reconnects and claims the chat again)."""
+        group = groups.runner(chat_id)
+        if replaced:
+            await get_channel_layer().group_discard(group, replaced)
+        await self.socket.join(group)
+        try:
+            holds: bool = await database_sync_to_async(presence.holds)(chat_id, self.channel)
+        except SERVER_FAULTS as fault:
+            log.warning("a runner's hello for chat %s failed: %s", chat_id, fault)
+            holds = False
+        if not holds:
+            await self.socket.leave(group)
+            await self.close(CLOSE_PROTOCOL, "another connection of this runner has the chat")
+        return holds
 
     async def drain(self) -> None:
         """Apply what has arrived, in batches, one at a time and in order."""

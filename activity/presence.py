@@ -4,12 +4,23 @@ A chat shows its runner online while the runner's socket is up. When the socket 
 shows it offline; if the runner does not come back within ``RUNNER_GRACE_SECONDS``, its running
 turn is ended (stop reason ``runner_lost``) and its open prompts are closed, so nothing shows
 "live" forever and the inbox never offers a prompt nobody can answer.
+
+A chat belongs to its runner: the hello that makes it stores the hash of the runner's secret,
+and only a hello with that secret gets it later (``claim``) — from any socket, on any server
+process, even while an older socket of the runner still looks connected (a runner that fails
+over is never locked out; the older socket loses the chat's answers). A wrong or missing secret
+changes nothing. A chat made before runners had a secret (no hash) is refused to every hello:
+its runner, older than the secret, cannot prove it owns it, and a runner never reuses a chat
+id, so nobody who says hello for it with a secret can be its runner.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from channels.layers import get_channel_layer
@@ -34,19 +45,63 @@ async def token_revoked(token_id: int) -> None:
     await get_channel_layer().group_send(groups.token(token_id), {"type": "token.revoked"})
 
 
+def digest(secret: str) -> str:
+    """What a chat keeps of its runner's secret (a random 256-bit one: sha256 is enough)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def owns(chat: Chat, secret: str | None) -> bool:
+    """Whether a hello with ``secret`` is from the chat's runner (None: made in-process)."""
+    if secret is None:
+        return not chat.runner_secret_hash
+    stored = chat.runner_secret_hash
+    return bool(stored) and hmac.compare_digest(stored, digest(secret))
+
+
+@dataclass(frozen=True)
+class Claimed:
+    change: ChatChange
+    last_seq: int  # the highest frame seq the chat has applied
+    replaced: str  # the channel of the runner's older socket, which loses the chat ("": none)
+
+
+def claim(
+    workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str, acked: int, secret: str
+) -> Claimed:
+    """A runner said hello with its secret: make or find its chat, show it online on this
+    socket. Raises ``Refused``, having changed nothing, unless the secret is the chat's."""
+    return _connect(workspace_id, chat_id, channel, acked, secret)
+
+
 def connect(
     workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str, acked: int = 0
 ) -> tuple[ChatChange, int]:
-    """A runner said hello: make or find its chat, show it online. Returns the change and the
-    highest frame seq the chat has applied."""
+    """A chat made in-process as a hello without a secret would make it (test fixtures): only
+    such a chat, one with no secret, is found again this way."""
+    claimed = _connect(workspace_id, chat_id, channel, acked, None)
+    return claimed.change, claimed.last_seq
+
+
+def _connect(
+    workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str, acked: int, secret: str | None
+) -> Claimed:
     with transaction.atomic():
         if acked == 0:  # a new runner's first hello makes its chat
-            Chat.objects.get_or_create(pk=chat_id, defaults={"workspace_id": workspace_id})
+            Chat.objects.get_or_create(
+                pk=chat_id,
+                defaults={
+                    "workspace_id": workspace_id,
+                    "runner_secret_hash": "" if secret is None else digest(secret),
+                },
+            )
         try:
-            with chats.change(chat_id) as work:
+            with chats.change(chat_id) as work:  # Refused raised inside writes nothing
                 chat = work.chat
                 if chat.workspace_id != workspace_id:
                     raise Refused("this chat belongs to another workspace")
+                if not owns(chat, secret):
+                    raise Refused("this chat belongs to another runner (its secret differs)")
+                replaced = chat.runner_channel if chat.runner_channel != channel else ""
                 chat.runner_connected, chat.runner_left_at = True, None
                 chat.runner_channel, chat.runner_seen_at = channel, timezone.now()
                 work.touch_meta(
@@ -54,7 +109,12 @@ def connect(
                 )
         except Chat.DoesNotExist:
             raise Refused("this chat was deleted on the server") from None
-    return work.done, work.chat.last_seq
+    return Claimed(work.done, work.chat.last_seq, replaced)
+
+
+def holds(chat_id: uuid.UUID, channel: str) -> bool:
+    """Whether this socket is still the one that has the chat (no newer one claimed it)."""
+    return Chat.objects.filter(pk=chat_id, runner_channel=channel).exists()
 
 
 def alive(chat_id: uuid.UUID, channel: str) -> None:

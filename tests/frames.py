@@ -8,8 +8,16 @@ from typing import Any
 T0 = 1_767_000_000_000  # a fixed runner clock, epoch ms
 
 
-def hello(chat_id: uuid.UUID, acked: int = 0) -> dict[str, Any]:
-    return {"type": "hello", "chat_id": str(chat_id), "acked": acked}
+def hello(chat_id: uuid.UUID, acked: int = 0, secret: str | None = None) -> dict[str, Any]:
+    """A runner's hello, with its secret (by default one made from the chat id, so a test's
+    every hello for a chat is its runner's)."""
+    secret = secret_of(chat_id) if secret is None else secret
+    return {"type": "hello", "chat_id": str(chat_id), "secret": secret, "acked": acked}
+
+
+def secret_of(chat_id: uuid.UUID) -> str:
+    """The secret the tests' runner of ``chat_id`` sends."""
+    return f"the-runner-secret-of-{chat_id}"
 
 
 def turn_started(

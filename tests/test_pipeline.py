@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.db import OperationalError, connections
 from django.utils import timezone
@@ -39,15 +40,23 @@ class FakeSocket:
 
     async def join(self, group: str) -> None:
         self.groups.add(group)
+        await get_channel_layer().group_add(group, self.channel_name)
 
     async def leave(self, group: str) -> None:
         self.groups.discard(group)
+        await get_channel_layer().group_discard(group, self.channel_name)
 
 
 @pytest.fixture(autouse=True)
 async def close_connections():
     yield
+    await get_channel_layer().flush()
     await database_sync_to_async(connections.close_all)()
+
+
+def answered_by(chat_id: uuid.UUID) -> set[str]:
+    """The channels an answer to the chat's runner reaches (the in-memory channel layer's)."""
+    return set(get_channel_layer().groups.get(groups.runner(chat_id), {}))
 
 
 @pytest.fixture
@@ -186,7 +195,7 @@ async def test_a_hello_while_the_database_is_away_closes_so_the_runner_tries_aga
     def away(*args: Any) -> None:
         raise OperationalError("could not connect to server")
 
-    monkeypatch.setattr(presence, "connect", away)
+    monkeypatch.setattr(presence, "claim", away)
     runner = await session(token)
     await say(runner, frames.hello(uuid.uuid4()))
     assert socket_of(runner).closed == (CLOSE_SERVER_ERROR, "server error; reconnect and resend")
@@ -376,3 +385,113 @@ async def test_a_chat_deleted_while_its_runner_is_connected_closes_the_socket_fo
     assert socket_of(runner).closed == (CLOSE_FORBIDDEN, "this chat was deleted on the server")
     assert socket_of(runner).sent == [{"type": "ack", "seq": 0}]
     await runner.stop()
+
+
+async def owner_with_an_answer_waiting(token: AgentToken, chat_id: uuid.UUID) -> Chat:
+    """A runner's chat with a prompt answered while the runner was away."""
+    owner = await session(token, FakeSocket("owner"))
+    await say(
+        owner,
+        frames.hello(chat_id),
+        frames.turn_started(1, uuid.uuid4(), uuid.uuid4()),
+        frames.permission(2, 7, "c1", "Delete build/"),
+    )
+    await owner.stop()
+
+    def answer() -> Chat:
+        Prompt.objects.filter(chat_id=chat_id).update(
+            answered_at=timezone.now(), answer={"outcome": "selected", "optionId": "allow-once"}
+        )
+        return Chat.objects.get(pk=chat_id)
+
+    chat: Chat = await database_sync_to_async(answer)()
+    return chat
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [None, "another-runners-secret-of-forty-three-chars"],
+    ids=["missing secret", "wrong secret"],
+)
+@pytest.mark.parametrize("acked", [0, 2])
+async def test_a_hello_without_the_chats_secret_is_refused_and_changes_nothing(
+    token, secret, acked
+):
+    chat_id = uuid.uuid4()
+    before = await owner_with_an_answer_waiting(token, chat_id)
+    hello = frames.hello(chat_id, acked=acked, secret=secret)
+    if secret is None:
+        del hello["secret"]
+    intruder = await session(token, FakeSocket("intruder"))  # the same token, even
+    await say(intruder, hello, frames.turn_started(3, uuid.uuid4(), uuid.uuid4()))
+    closed = socket_of(intruder).closed
+    assert closed is not None and closed[0] == CLOSE_FORBIDDEN
+    assert socket_of(intruder).sent == []  # no ack, no answer replayed
+    assert answered_by(chat_id) == set()
+    after = await database_sync_to_async(Chat.objects.get)(pk=chat_id)
+    assert (after.version, after.last_seq, after.runner_connected, after.runner_channel) == (
+        before.version,
+        2,
+        False,
+        "owner",
+    )
+    waiting = await database_sync_to_async(Prompt.objects.get)(chat_id=chat_id)
+    assert waiting.answered_at is not None  # still waiting for its runner
+    await intruder.stop()
+
+
+async def test_a_new_chat_is_not_made_without_a_secret(token):
+    chat_id = uuid.uuid4()
+    hello = frames.hello(chat_id)
+    del hello["secret"]
+    runner = await session(token)
+    await say(runner, hello)
+    assert socket_of(runner).closed == (CLOSE_FORBIDDEN, "a hello must carry the runner's secret")
+    assert not await database_sync_to_async(Chat.objects.filter(pk=chat_id).exists)()
+
+
+async def test_a_chat_made_before_runners_had_secrets_is_refused_to_any_secret(token, acme):
+    change, _ = await database_sync_to_async(presence.connect)(acme.pk, uuid.uuid4(), "old")
+    runner = await session(token)
+    await say(runner, frames.hello(change.chat_id, acked=0))
+    closed = socket_of(runner).closed
+    assert closed is not None and closed[0] == CLOSE_FORBIDDEN
+
+
+async def test_the_right_secret_from_a_new_socket_takes_the_chat_from_the_old_one(token):
+    chat_id = uuid.uuid4()
+    first = await session(token, FakeSocket("socket-1"))
+    await say(first, frames.hello(chat_id), frames.turn_started(1, uuid.uuid4(), uuid.uuid4()))
+    assert answered_by(chat_id) == {"socket-1"}
+    # The old socket still looks connected (a server process that lost its network, say).
+    second = await session(token, FakeSocket("socket-2"))
+    await say(second, frames.hello(chat_id, acked=1))
+    assert socket_of(second).closed is None
+    assert socket_of(second).sent[0] == {"type": "ack", "seq": 1}
+    assert answered_by(chat_id) == {"socket-2"}  # answers reach the new socket only
+    chat = await database_sync_to_async(Chat.objects.get)(pk=chat_id)
+    assert chat.runner_connected and chat.runner_channel == "socket-2"
+    await first.stop()
+    await second.stop()
+
+
+async def test_a_socket_overtaken_before_it_joined_gives_the_chat_way(token, monkeypatch):
+    chat_id = uuid.uuid4()
+    await say(await session(token, FakeSocket("socket-0")), frames.hello(chat_id))
+    real_claim = presence.claim
+
+    def overtaken(*args: Any) -> presence.Claimed:
+        claimed = real_claim(*args)
+        # A newer socket of the runner claims the chat on another process before this one
+        # joins the runner group, so its takeover could not remove this one.
+        real_claim(args[0], chat_id, "socket-2", 0, frames.secret_of(chat_id))
+        return claimed
+
+    monkeypatch.setattr(presence, "claim", overtaken)
+    late = await session(token, FakeSocket("socket-1"))
+    await say(late, frames.hello(chat_id))
+    assert socket_of(late).closed == (
+        CLOSE_PROTOCOL,
+        "another connection of this runner has the chat",
+    )
+    assert "socket-1" not in answered_by(chat_id)

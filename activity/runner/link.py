@@ -1,6 +1,7 @@
 """The runner's one WebSocket to the server: hello, resend, acknowledgements, answers.
 
-It reconnects with exponential backoff and jitter for as long as the runner runs; after each
+It reconnects with exponential backoff and jitter for as long as the runner runs; every hello
+carries the chat's secret, so the server gives the chat to this runner only. After each
 (re)connect the server says what it has (an ``ack``) and everything after that is resent.
 
 A server that refuses a frame closes the socket (``frames.CLOSE_PROTOCOL``,
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import secrets
 import sys
 import uuid
 from collections.abc import Callable
@@ -73,10 +75,13 @@ class Link:
         chat_id: uuid.UUID,
         outbox: Outbox,
         on_answer: Callable[[str | int, dict[str, Any]], None],
+        secret: str | None = None,
     ) -> None:
         self.url = server.rstrip("/") + "/ws/agent/"
         self.token = token
         self.chat_id = chat_id
+        # Proves the chat is this runner's, in every hello: 256 random bits, never logged.
+        self.secret = secret or secrets.token_urlsafe(32)
         self.outbox = outbox
         self.on_answer = on_answer
         self.connected = asyncio.Event()
@@ -149,7 +154,8 @@ class Link:
         return True
 
     async def session(self, socket: ClientConnection) -> None:
-        await socket.send(Hello(chat_id=self.chat_id, acked=self.outbox.acked).model_dump_json())
+        hello = Hello(chat_id=self.chat_id, secret=self.secret, acked=self.outbox.acked)
+        await socket.send(hello.model_dump_json())
         text = await socket.recv()
         try:
             first = server_frame.validate_json(text)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -72,9 +73,12 @@ class Runner:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.chat_id = uuid.uuid4()
+        self.secret = secrets.token_urlsafe(32)  # 256 bits: the chat is this runner's alone
         self.outbox = Outbox()
         self.table = TurnTable(self.outbox)
-        self.link = Link(options.server, options.token, self.chat_id, self.outbox, self.answer)
+        self.link = Link(
+            options.server, options.token, self.chat_id, self.outbox, self.answer, self.secret
+        )
         self.session_id = ""
         self.mode: str | None = None  # the session's mode as the runner last knew it
         self.conn: ClientSideConnection | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import signal
 import subprocess
@@ -17,9 +18,12 @@ from typing import Any
 
 import pytest
 from channels_redis.core import RedisChannelLayer
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
 
 from activity.answers import send_answer
 from activity.models import AgentToken, Chat, InferenceAttempt, Prompt, ToolActivity, Workspace
+from tests import frames
 from tests.liveserver import BASE_DIR, REDIS_URL, Server, child_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -310,3 +314,62 @@ def test_a_mode_the_agent_does_not_have_is_refused_before_the_first_turn_with_ex
     assert "the agent has no mode 'yolo'; its modes: default (Default), auto (Auto)" in err
     assert "Traceback" not in err
     assert not InferenceAttempt.objects.filter(chat_id=run.chat_id).exists()
+
+
+def socket(
+    sockets: contextlib.ExitStack, server: Server, token: str, hello: dict[str, Any]
+) -> ClientConnection:
+    """A runner's raw socket to ``server``, after its hello."""
+    opened = sockets.enter_context(
+        connect(
+            server.ws_url + "/ws/agent/", additional_headers={"Authorization": f"Bearer {token}"}
+        )
+    )
+    opened.send(json.dumps(hello))
+    return opened
+
+
+def test_a_chat_and_its_secret_answers_belong_to_the_runner_on_whatever_process(
+    server, token, tmp_path
+):
+    other = Server(tmp_path / "other.log", redis=True)  # a second process: Redis, one database
+    other.start()
+    with other_stopped(other), contextlib.ExitStack() as sockets:
+        intruder_token = AgentToken.issue(Workspace.objects.get(slug="acme"), "intruder")[1]
+        chat_id = uuid.uuid4()
+        owner = socket(sockets, server, token, frames.hello(chat_id))
+        assert json.loads(owner.recv(10)) == {"type": "ack", "seq": 0}
+
+        intruder = socket(sockets, other, intruder_token, frames.hello(chat_id, secret="x" * 43))
+        with pytest.raises(ConnectionClosed) as closed:
+            intruder.recv(10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4403
+
+        # The runner fails over to the other process while its old socket still looks up.
+        moved = socket(sockets, other, token, frames.hello(chat_id))
+        assert json.loads(moved.recv(10)) == {"type": "ack", "seq": 0}
+        secret = {"action": "accept", "content": {"api_key": "sk-the-secret"}}
+        answer(chat_id, 7, secret)
+        assert json.loads(moved.recv(10)) == {"type": "answer", "request_id": 7, "outcome": secret}
+        with pytest.raises(TimeoutError):
+            owner.recv(1)  # the old socket no longer gets the chat's answers
+        assert Chat.objects.get(pk=chat_id).runner_connected
+
+
+@contextlib.contextmanager
+def other_stopped(other: Server) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        other.stop()
+
+
+def test_a_runner_whose_chat_is_taken_from_it_is_one_clear_line_and_exit_code_2(server, token):
+    run = sdk("slow", server, token)
+    eventually(lambda: ToolActivity.objects.filter(chat_id=run.chat_id).exists())
+    server.kill()
+    Chat.objects.filter(pk=run.chat_id).update(runner_secret_hash="0" * 64)
+    server.start()
+    code, err = run.finish()
+    assert code == 2, err
+    assert "koruweb: this chat is not yours" in err.splitlines()
