@@ -7,6 +7,12 @@
 - no non-finite number: ``NaN``, ``Infinity`` and ``-Infinity`` (Python's ``json`` accepts
   them) and numbers too large for a float (``1e999``) become ``null``, so a field that needs a
   number refuses the frame and a free-form one (a tool's raw input) keeps the rest;
+- no secret of a known shape (``secrets.mask``: API keys, tokens, private keys, ``KEY=value``
+  lines) in any string of a frame that carries what an agent says or does (``acp``,
+  ``turn_started``, ``prompt_outcome``, ``turn_ended``), before anything stores, indexes or
+  pushes it. Masks keep byte sizes. Not masked: the hello (its secret is the runner's proof)
+  and the identifiers echoed back to the agent — a JSON-RPC request's ``id``, a frame's
+  ``request_id`` and any ``optionId`` — which the answer must repeat exactly;
 - nesting bounded to ``MAX_DEPTH``: deeper JSON is refused, and JSON nested too deep for the
   parser itself (10,000 levels) is refused instead of raising ``RecursionError``.
 
@@ -22,8 +28,11 @@ from typing import Any
 
 from activity.contract import clean_text
 from activity.frames import seq_of
+from activity.secrets import mask
 
 MAX_DEPTH = 64  # levels of arrays and objects in one frame; real ACP messages use a dozen
+MASKED_TYPES = frozenset({"acp", "turn_started", "prompt_outcome", "turn_ended"})
+ECHOED = frozenset({"optionId"})  # identifiers the answer repeats to the agent, at any depth
 
 
 class Unreadable(ValueError):
@@ -51,24 +60,38 @@ def load(text: str) -> Any:
         raise Unreadable(f"a frame is nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as error:  # not JSON, or an integer of more than 4,300 digits
         raise Unreadable(f"a frame is one JSON object ({error})") from None
+    masked = isinstance(raw, dict) and str(raw.get("type")) in MASKED_TYPES
     try:
-        return clean(raw, MAX_DEPTH)
+        loaded = clean(raw, MAX_DEPTH, masked=masked)
     except Unreadable as error:
         error.seq = seq_of(raw)
         error.from_agent = isinstance(raw, dict) and raw.get("type") == "acp"
         raise
+    if masked:  # the request ids the answer repeats, as the agent sent them
+        if "request_id" in raw:
+            loaded["request_id"] = clean(raw["request_id"], MAX_DEPTH)
+        message = raw.get("message")
+        if isinstance(message, dict) and "id" in message and isinstance(loaded["message"], dict):
+            loaded["message"]["id"] = clean(message["id"], MAX_DEPTH)
+    return loaded
 
 
-def clean(value: Any, depth: int) -> Any:
-    """``value`` with every string cleaned; raises ``Unreadable`` below ``depth`` levels."""
+def clean(value: Any, depth: int, *, masked: bool = False) -> Any:
+    """``value`` with every string cleaned (and, if ``masked``, its secrets masked, except
+    under an ``ECHOED`` key); raises ``Unreadable`` below ``depth`` levels."""
     if isinstance(value, str):
-        return clean_text(value)
+        return mask(clean_text(value)) if masked else clean_text(value)
     if isinstance(value, dict):
         if depth <= 0:
             raise Unreadable(f"a frame is nested deeper than {MAX_DEPTH} levels")
-        return {clean_text(key): clean(item, depth - 1) for key, item in value.items()}
+        return {
+            clean(key, depth, masked=masked): clean(
+                item, depth - 1, masked=masked and key not in ECHOED
+            )
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         if depth <= 0:
             raise Unreadable(f"a frame is nested deeper than {MAX_DEPTH} levels")
-        return [clean(item, depth - 1) for item in value]
+        return [clean(item, depth - 1, masked=masked) for item in value]
     return value

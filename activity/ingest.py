@@ -69,6 +69,7 @@ from activity.protocol import (
     parse_agent_message,
 )
 from activity.render import render_block
+from activity.secrets import mask_junction
 from activity.work import ChatChange, FrameError, Work
 
 log = logging.getLogger(__name__)
@@ -412,14 +413,18 @@ def append_chunk(work: Work, chunk: MessageChunk) -> None:
     text = render_block(chunk.content)
     limit = settings.REPLY_MAX_CHARS
     if chunk.session_update == "agent_thought_chunk":
-        reply.thoughts = (reply.thoughts + text)[:limit]
+        thoughts, text = mask_junction(reply.thoughts, text)  # a secret split across chunks
+        reply.thoughts = (thoughts + text)[:limit]
         work.touch(reply, "thoughts")
         return
     if chunk.message_id and reply.agent_message_id and chunk.message_id != reply.agent_message_id:
         text = "\n\n" + text  # a new message in the same turn starts a new paragraph
     if chunk.message_id:
         reply.agent_message_id = chunk.message_id[:200]
-    reply.markdown = bound(reply.markdown + text, limit) or ""
+    # Each chunk was masked alone at the boundary; a secret split across two is masked here,
+    # byte for byte, so the offsets of the calls already placed in the reply stay true.
+    markdown, text = mask_junction(reply.markdown, text)
+    reply.markdown = bound(markdown + text, limit) or ""
     work.touch(reply, "markdown", "agent_message_id")
 
 

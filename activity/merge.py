@@ -57,6 +57,7 @@ from activity.render import (
     render_locations,
     render_raw,
 )
+from activity.secrets import mask_junction
 
 RAW_WORD_CHARS = 64  # agent_kind / agent_status
 TOOL_NAME_CHARS = 200
@@ -325,9 +326,10 @@ def append_content(
     if not text:
         return s
     size = len(text.encode("utf-8", "surrogatepass")) + (1 if s.agent_output else 0)
+    output, text = mask_junction(s.agent_output or "", text)  # a secret split across chunks
     return replace(
         s,
-        agent_output=bound_append(s.agent_output, text, ctx.limits.content_chars),
+        agent_output=bound_append(output or s.agent_output, text, ctx.limits.content_chars),
         result_bytes=(s.result_bytes or 0) + size,
     )
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 from django.db import OperationalError, connection
 from pydantic import TypeAdapter
 
-from activity import chats, presence
+from activity import boundary, chats, presence
 from activity.frames import runner_frame
-from activity.ingest import BEFORE_ANY_PROMPT
+from activity.ingest import BEFORE_ANY_PROMPT, ingest
 from activity.models import Chat, Prompt, ToolActivity
 from activity.work import FrameError
 from tests import factories, frames
@@ -339,3 +340,41 @@ def test_a_batch_that_fails_because_the_database_is_away_raises_and_commits_noth
     with pytest.raises(OperationalError):
         apply(chat, frames.turn_started(1, uuid.uuid4(), uuid.uuid4()))
     assert Chat.objects.get(pk=chat.pk).last_seq == 0
+
+
+def send(chat: Chat, *raw: dict):
+    """Frames as the pipeline applies them: through the boundary (which masks), then ingest."""
+    return ingest(
+        chat.pk, [runner_frame.validate_python(boundary.load(json.dumps(r))) for r in raw]
+    )
+
+
+KEY = "sk-proj-" + "Yh7Ud2Ws9Qe4Rt6Lp1Mk3Nb8"
+
+
+def test_a_secret_split_across_two_reply_chunks_is_masked_in_the_reply_and_thoughts(chat):
+    start(chat)
+    thought = {"sessionUpdate": "agent_thought_chunk"}
+    send(
+        chat,
+        frames.say(2, f"Using {KEY[:12]}"),
+        frames.update(3, thought | {"content": {"type": "text", "text": KEY[:20]}}),
+    )
+    send(
+        chat,
+        frames.say(4, f"{KEY[12:]} now."),
+        frames.update(5, thought | {"content": {"type": "text", "text": KEY[20:]}}),
+    )
+    reply = Chat.objects.get(pk=chat.pk).current_attempt.reply
+    assert reply.markdown == "Using sk-proj-" + "*" * 24 + " now."
+    assert reply.thoughts == "sk-proj-" + "*" * 24
+
+
+def test_a_call_after_a_masked_secret_is_placed_at_the_stored_replys_byte_length(chat):
+    start(chat)
+    send(chat, frames.say(2, f"Voilà {KEY[:10]}"), frames.say(3, f"{KEY[10:]} — then: "))
+    send(chat, frames.tool_call(4, "c1", "Read a.py", kind="read"))
+    reply = Chat.objects.get(pk=chat.pk).current_attempt.reply
+    assert KEY[10:] not in reply.markdown
+    row = ToolActivity.objects.get(chat=chat)
+    assert row.text_offset == len(reply.markdown.encode())
