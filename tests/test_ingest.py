@@ -365,7 +365,9 @@ def test_a_secret_split_across_two_reply_chunks_is_masked_in_the_reply_and_thoug
         frames.say(4, f"{KEY[12:]} now."),
         frames.update(5, thought | {"content": {"type": "text", "text": KEY[20:]}}),
     )
-    reply = Chat.objects.get(pk=chat.pk).current_attempt.reply
+    turn = Chat.objects.get(pk=chat.pk).current_attempt
+    assert turn is not None
+    reply = turn.reply
     assert reply.markdown == "Using sk-proj-" + "*" * 24 + " now."
     assert reply.thoughts == "sk-proj-" + "*" * 24
 
@@ -374,7 +376,9 @@ def test_a_call_after_a_masked_secret_is_placed_at_the_stored_replys_byte_length
     start(chat)
     send(chat, frames.say(2, f"Voilà {KEY[:10]}"), frames.say(3, f"{KEY[10:]} — then: "))
     send(chat, frames.tool_call(4, "c1", "Read a.py", kind="read"))
-    reply = Chat.objects.get(pk=chat.pk).current_attempt.reply
+    turn = Chat.objects.get(pk=chat.pk).current_attempt
+    assert turn is not None
+    reply = turn.reply
     assert KEY[10:] not in reply.markdown
     row = ToolActivity.objects.get(chat=chat)
     assert row.text_offset == len(reply.markdown.encode())
