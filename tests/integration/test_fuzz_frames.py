@@ -290,9 +290,13 @@ class Pipe:
                 self.refused[reply["seq"]] = reply["error"]
 
 
+SERVER_APP = "koruweb-fuzz-server"  # the server's PostgreSQL sessions carry this name
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     running = Server(tmp_path / "daphne.log")
+    running.env["PGAPPNAME"] = SERVER_APP  # libpq reads it: only the server's sessions are cut
     try:
         running.start()
         yield running
@@ -410,12 +414,9 @@ def test_hostile_frames_are_each_refused_or_applied_and_every_valid_frame_after_
 
 @contextlib.contextmanager
 def database_away() -> Iterator[None]:
-    """No new connection to the test database, and every one but this process's cut: the
-    server's database is away (PostgreSQL)."""
+    """No new connection to the test database, and the server's cut (only the server's: this
+    process's own, in every thread, must live on for the tests after): its database is away."""
     db = connection.settings_dict
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (ours,) = cursor.fetchone()
     maintenance = psycopg.connect(
         host=db["HOST"] or "127.0.0.1",
         port=db["PORT"] or 5432,
@@ -429,8 +430,8 @@ def database_away() -> Iterator[None]:
         maintenance.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(name))
         maintenance.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = %s AND pid <> %s",
-            [db["NAME"], ours],
+            " WHERE datname = %s AND application_name = %s",
+            [db["NAME"], SERVER_APP],
         )
         yield
     finally:
