@@ -21,7 +21,6 @@ nothing is acknowledged, and the runner resends it.
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +49,8 @@ from activity.merge import (
     intent_approval,
     merge,
 )
-from activity.models import Chat, InferenceAttempt, Message, Prompt, PromptKind, ToolActivity
+from activity.models import Chat, Prompt, PromptKind, ToolActivity
+from activity.notes import NOTE_CHARS, UNDERSTOOD, add_note, count_unreadable, not_understood
 from activity.protocol import (
     ConfigOptionUpdate,
     CreateElicitation,
@@ -70,6 +70,7 @@ from activity.protocol import (
 )
 from activity.render import render_block
 from activity.secrets import mask_junction
+from activity.turns import before_any_prompt, end_turn, start_turn
 from activity.work import ChatChange, FrameError, Work
 
 log = logging.getLogger(__name__)
@@ -206,52 +207,6 @@ def apply_frame(work: Work, frame: NumberedFrame) -> None:
             end_turn(work, frame)
 
 
-BEFORE_ANY_PROMPT = "(what the agent did before the first prompt)"
-
-
-def before_any_prompt(work: Work, at: int) -> InferenceAttempt:
-    """A call the agent reports before any turn started (seed 000: an orphan update is shown,
-    not dropped) goes in a turn of its own, ended when the first real turn starts."""
-    chat = work.chat
-    attempt = InferenceAttempt(chat=chat, prompt=BEFORE_ANY_PROMPT, started_at=at)
-    work.add(attempt, Message(chat=chat, attempt=attempt))
-    chat.current_attempt = attempt
-    work.touch_meta("current_attempt")
-    return attempt
-
-
-def start_turn(work: Work, frame: TurnStarted) -> None:
-    chat = work.chat
-    early = chat.current_attempt
-    if early is not None and early.prompt == BEFORE_ANY_PROMPT and early.ended_at is None:
-        early.ended_at, early.stop_reason = frame.at, "end_turn"
-        work.touch(early, "ended_at", "stop_reason")
-    if InferenceAttempt.objects.filter(pk=frame.attempt_id).exists():
-        raise FrameError(f"turn {frame.attempt_id} already exists")
-    if Message.objects.filter(pk=frame.message_id).exists():
-        raise FrameError(f"message {frame.message_id} already exists")
-    attempt = InferenceAttempt(
-        id=frame.attempt_id,
-        chat=chat,
-        prompt=bound(frame.prompt, work.limits.content_chars) or "",
-        started_at=frame.at,
-    )
-    reply = Message(id=frame.message_id, chat=chat, attempt=attempt)
-    work.add(attempt, reply)
-    chat.current_attempt = attempt
-    work.touch_meta("current_attempt")
-    if frame.title:
-        chat.title = bound(frame.title, 512) or ""
-        work.touch_meta("title")
-    if frame.agent_name:
-        chat.agent_name = bound(frame.agent_name, 200) or ""
-        chat.agent_version = bound(frame.agent_version, 100) or ""
-        work.touch_meta("agent_name", "agent_version")
-    if frame.mode and frame.mode != chat.mode:
-        chat.mode = frame.mode
-        work.touch_meta("mode")
-
-
 def apply_acp(work: Work, frame: Acp) -> None:
     try:
         envelope, message = parse_agent_message(frame.message)
@@ -272,62 +227,6 @@ def apply_acp(work: Work, frame: Acp) -> None:
         case _ if envelope.method is not None and envelope.method not in UNDERSTOOD:
             not_understood(work, envelope.method, asked=envelope.id is not None)
     # Responses change nothing a page shows.
-
-
-UNDERSTOOD = {"session/update", "session/request_permission", "elicitation/create"}
-NOTES = 20  # a turn keeps this many different notes
-NOTE_CHARS = 600
-
-
-def not_understood(work: Work, method: str, *, asked: bool) -> None:
-    """A request koruweb does not serve, or a notification it does not know, is noted on the
-    turn; extension notifications (``_vendor/...``) are the agent's own business."""
-    if asked:
-        add_note(work, f"The agent asked for “{method}”, which koruweb does not serve (told so).")
-    elif not method.startswith("_") and method != "session/cancel":
-        add_note(work, f"The agent sent “{method}”, which koruweb does not understand.")
-
-
-UNREADABLE = re.compile(r"(A message|[\d,]+ messages) from the agent could not be read")
-
-
-def count_unreadable(work: Work, reason: str) -> None:
-    """Count one more message of the agent that could not be read on the current turn: one
-    note says how many, and why the last one could not."""
-    attempt = work.chat.current_attempt
-    if attempt is None:
-        return
-    notes = list(attempt.notes)
-    at = next((n for n, text in enumerate(notes) if UNREADABLE.match(text)), None)
-    count = 1
-    if at is not None:
-        counted = UNREADABLE.match(notes[at])
-        assert counted is not None
-        word = counted.group(1).split()[0]
-        count = (1 if word == "A" else int(word.replace(",", ""))) + 1
-    if count == 1:
-        text = f"A message from the agent could not be read: {reason}"
-    else:
-        text = f"{count:,} messages from the agent could not be read; the last: {reason}"
-    text = bound(text, NOTE_CHARS) or ""
-    if at is not None:
-        notes[at] = text
-    elif len(notes) < NOTES:
-        notes.append(text)
-    else:
-        return
-    attempt.notes = notes
-    work.touch(attempt, "notes")
-
-
-def add_note(work: Work, text: str) -> None:
-    """Tell the page's readers about the current turn (once per text, a few per turn)."""
-    attempt = work.chat.current_attempt
-    text = bound(text, NOTE_CHARS) or ""
-    if attempt is None or text in attempt.notes or len(attempt.notes) >= NOTES:
-        return
-    attempt.notes = [*attempt.notes, text]
-    work.touch(attempt, "notes")
 
 
 def _describe(error: ValidationError) -> str:
@@ -497,19 +396,3 @@ def close_prompt(work: Work, frame: PromptOutcome) -> None:
     if not prompt.is_open:
         return
     close(work, prompt, outcome_approval(prompt, frame.outcome), frame.at)
-
-
-def end_turn(work: Work, frame: TurnEnded) -> None:
-    attempt = work.chat.current_attempt
-    if attempt is None or attempt.pk != frame.attempt_id:
-        attempt = InferenceAttempt.objects.filter(pk=frame.attempt_id, chat=work.chat).first()
-    if attempt is None:
-        raise FrameError(f"no turn {frame.attempt_id} in this chat")
-    if attempt.ended_at is not None:
-        return
-    attempt.ended_at, attempt.stop_reason = frame.at, frame.stop_reason
-    attempt.usage = frame.usage
-    work.touch(attempt, "ended_at", "stop_reason", "usage")
-    if frame.error:
-        add_note(work, f"The agent ended the turn with an error: {frame.error}")
-    finish_turn(work, attempt, frame.stop_reason, frame.at)

@@ -11,8 +11,9 @@ from pydantic import TypeAdapter
 
 from activity import boundary, chats, presence
 from activity.frames import runner_frame
-from activity.ingest import BEFORE_ANY_PROMPT, ingest
+from activity.ingest import ingest
 from activity.models import Chat, Prompt, ToolActivity
+from activity.turns import BEFORE_ANY_PROMPT
 from activity.work import FrameError
 from tests import factories, frames
 

@@ -1,0 +1,71 @@
+"""A turn's start and end as the runner reports them (and the turn of calls before any)."""
+
+from __future__ import annotations
+
+from activity.calls import finish_turn
+from activity.contract import bound
+from activity.frames import TurnEnded, TurnStarted
+from activity.models import InferenceAttempt, Message
+from activity.notes import add_note
+from activity.work import FrameError, Work
+
+BEFORE_ANY_PROMPT = "(what the agent did before the first prompt)"
+
+
+def before_any_prompt(work: Work, at: int) -> InferenceAttempt:
+    """A call the agent reports before any turn started (seed 000: an orphan update is shown,
+    not dropped) goes in a turn of its own, ended when the first real turn starts."""
+    chat = work.chat
+    attempt = InferenceAttempt(chat=chat, prompt=BEFORE_ANY_PROMPT, started_at=at)
+    work.add(attempt, Message(chat=chat, attempt=attempt))
+    chat.current_attempt = attempt
+    work.touch_meta("current_attempt")
+    return attempt
+
+
+def start_turn(work: Work, frame: TurnStarted) -> None:
+    chat = work.chat
+    early = chat.current_attempt
+    if early is not None and early.prompt == BEFORE_ANY_PROMPT and early.ended_at is None:
+        early.ended_at, early.stop_reason = frame.at, "end_turn"
+        work.touch(early, "ended_at", "stop_reason")
+    if InferenceAttempt.objects.filter(pk=frame.attempt_id).exists():
+        raise FrameError(f"turn {frame.attempt_id} already exists")
+    if Message.objects.filter(pk=frame.message_id).exists():
+        raise FrameError(f"message {frame.message_id} already exists")
+    attempt = InferenceAttempt(
+        id=frame.attempt_id,
+        chat=chat,
+        prompt=bound(frame.prompt, work.limits.content_chars) or "",
+        started_at=frame.at,
+    )
+    reply = Message(id=frame.message_id, chat=chat, attempt=attempt)
+    work.add(attempt, reply)
+    chat.current_attempt = attempt
+    work.touch_meta("current_attempt")
+    if frame.title:
+        chat.title = bound(frame.title, 512) or ""
+        work.touch_meta("title")
+    if frame.agent_name:
+        chat.agent_name = bound(frame.agent_name, 200) or ""
+        chat.agent_version = bound(frame.agent_version, 100) or ""
+        work.touch_meta("agent_name", "agent_version")
+    if frame.mode and frame.mode != chat.mode:
+        chat.mode = frame.mode
+        work.touch_meta("mode")
+
+
+def end_turn(work: Work, frame: TurnEnded) -> None:
+    attempt = work.chat.current_attempt
+    if attempt is None or attempt.pk != frame.attempt_id:
+        attempt = InferenceAttempt.objects.filter(pk=frame.attempt_id, chat=work.chat).first()
+    if attempt is None:
+        raise FrameError(f"no turn {frame.attempt_id} in this chat")
+    if attempt.ended_at is not None:
+        return
+    attempt.ended_at, attempt.stop_reason = frame.at, frame.stop_reason
+    attempt.usage = frame.usage
+    work.touch(attempt, "ended_at", "stop_reason", "usage")
+    if frame.error:
+        add_note(work, f"The agent ended the turn with an error: {frame.error}")
+    finish_turn(work, attempt, frame.stop_reason, frame.at)
