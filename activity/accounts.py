@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from activity.models import Workspace
 
 
 class Role(models.TextChoices):
@@ -71,7 +75,7 @@ class AgentToken(models.Model):
         return f"{self.name} ({self.hint}…)"
 
     @classmethod
-    def issue(cls, workspace: models.Model, name: str) -> tuple[AgentToken, str]:
+    def issue(cls, workspace: Workspace, name: str) -> tuple[AgentToken, str]:
         """Create a token; the plain token is returned once and never stored."""
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         row = cls.objects.create(

@@ -76,7 +76,7 @@ class Chat(models.Model):
     # sha256 of the secret its runner sent in the hello that made the chat (frames.Hello): only
     # a hello with that secret gets the chat. Empty for a chat made before runners had one.
     runner_secret_hash = models.CharField(max_length=64, blank=True)
-    # The runner's socket says it is alive every HEARTBEAT_SECONDS; a server that died cannot
+    # The runner's socket says it is alive every RUNNER_HEARTBEAT_SECONDS; a server that died cannot
     # say it has gone, so silence past the grace period counts as gone.
     runner_seen_at = models.DateTimeField(null=True, blank=True)
 

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from pydantic import ValidationError
 
 from activity import answers, boundary, broadcast, groups, presence, watchdog
@@ -214,7 +215,7 @@ class RunnerSession:
     async def beat(self, chat_id: uuid.UUID) -> None:
         """Say the runner is here, so a chat whose server died does not look live forever."""
         while True:
-            await asyncio.sleep(presence.HEARTBEAT_SECONDS)
+            await asyncio.sleep(settings.RUNNER_HEARTBEAT_SECONDS)
             try:
                 await database_sync_to_async(presence.alive)(chat_id, self.channel)
             except SERVER_FAULTS as fault:  # the next beat tries again

@@ -34,7 +34,6 @@ from activity.models import Chat
 from activity.work import ChatChange
 
 RUNNER_LOST = "runner_lost"
-HEARTBEAT_SECONDS = 15
 
 
 class Refused(Exception):
@@ -158,7 +157,7 @@ def sweep(now: float | None = None) -> list[ChatChange]:
 
 def grace_silence() -> float:
     """How long a connected runner may say nothing before it counts as gone (a dead server)."""
-    return max(settings.RUNNER_GRACE_SECONDS, 3 * HEARTBEAT_SECONDS)
+    return max(settings.RUNNER_GRACE_SECONDS, 3 * settings.RUNNER_HEARTBEAT_SECONDS)
 
 
 def abandon(chat_id: uuid.UUID, at: int) -> ChatChange:

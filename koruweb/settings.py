@@ -139,15 +139,36 @@ DATABASE_URL = envstr("DATABASE_URL", f"sqlite:///{VAR_DIR / 'koruweb.sqlite3'}"
 DATABASES = {"default": _database(DATABASE_URL)}
 
 REDIS_URL = envstr("REDIS_URL", "")
+# A channel layer's receive blocks on Redis this long, then asks again; every other Redis command
+# may take up to REDIS_SOCKET_TIMEOUT. redis-py 8's default socket timeout (5 s) equals
+# channels_redis's 5 s blocking receive, so an idle process's receive timed out and closed every
+# socket (STACK.md G18): the socket timeout must outlast the blocking receive.
+REDIS_BRPOP_TIMEOUT = envint("REDIS_BRPOP_TIMEOUT", 5, minimum=1)
+REDIS_SOCKET_TIMEOUT = envint("REDIS_SOCKET_TIMEOUT", 15, minimum=2)
+if REDIS_SOCKET_TIMEOUT <= REDIS_BRPOP_TIMEOUT:
+    raise ImproperlyConfigured(
+        f"REDIS_SOCKET_TIMEOUT={REDIS_SOCKET_TIMEOUT} must be longer than "
+        f"REDIS_BRPOP_TIMEOUT={REDIS_BRPOP_TIMEOUT}, or idle sockets time out"
+    )
+# A pooled Redis connection idle this long is pinged before it is used, so one Redis restarted
+# meanwhile is replaced rather than failing a command.
+REDIS_HEALTH_CHECK_SECONDS = envint("REDIS_HEALTH_CHECK_SECONDS", 10, minimum=1)
+REDIS_CLIENT: dict[str, Any] = {
+    "socket_timeout": REDIS_SOCKET_TIMEOUT,
+    "socket_connect_timeout": 5,
+    "socket_keepalive": True,
+    "health_check_interval": REDIS_HEALTH_CHECK_SECONDS,
+}
 if REDIS_URL:
     CHANNEL_LAYERS: dict[str, Any] = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "koruweb.layers.RedisLayer",
             # redis-py 8 caps its pool at 100 and raises when it runs out (STACK.md G1).
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "max_connections": 1000}],
+                "hosts": [{"address": REDIS_URL, "max_connections": 1000, **REDIS_CLIENT}],
                 "capacity": 1000,
                 "expiry": 30,
+                "brpop_timeout": REDIS_BRPOP_TIMEOUT,
             },
         }
     }
@@ -213,6 +234,7 @@ CACHES: dict[str, Any] = {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "koruweb",
+            "OPTIONS": REDIS_CLIENT,
         }
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "login"}
@@ -232,6 +254,10 @@ if PUSH_MAX_BYTES > 1_000_000:
     )
 # How long a chat waits for its runner to come back before its turn is ended.
 RUNNER_GRACE_SECONDS = envint("RUNNER_GRACE_SECONDS", 60, minimum=0)
+# How often a runner's socket records that it is up. A chat whose runner's socket has recorded
+# nothing for 3 heartbeats (or the grace period, if longer) counts its runner gone: the process
+# holding that socket died. Keep the proxies' idle timeouts longer than this (docs/deploy.md).
+RUNNER_HEARTBEAT_SECONDS = envint("RUNNER_HEARTBEAT_SECONDS", 15, minimum=1)
 # `manage.py prune_runs` deletes runs created more than this many days ago; 0 keeps them forever.
 RETENTION_DAYS = envint("RETENTION_DAYS", 0, minimum=0)
 
