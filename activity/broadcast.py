@@ -46,6 +46,7 @@ from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
 from activity import access, dom, groups, reads
+from activity.frames import CLOSE_UNAVAILABLE
 from activity.work import ChatChange
 
 log = logging.getLogger(__name__)
@@ -227,6 +228,8 @@ HAND_ON_WAIT = 1.0  # seconds a push waits at most for this process's viewers to
 class Viewer(Protocol):
     async def deliver(self, text: str) -> None: ...
 
+    async def close(self, code: int | None = None, reason: str | None = None) -> None: ...
+
 
 class Room:
     """This process's viewers of one chat, behind one member of the chat's group."""
@@ -241,6 +244,7 @@ class Room:
         self.handed = asyncio.Event()
         self.handed.set()
         self.sending = asyncio.Lock()  # one push of this chat goes out from here at a time
+        self.closed = False
 
     async def open(self) -> None:
         layer = get_channel_layer()
@@ -251,15 +255,18 @@ class Room:
 
     async def run(self) -> None:
         layer = get_channel_layer()
-        while True:
+        while not self.closed:
             try:
                 event = await layer.receive(self.channel)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("the room of chat %s could not receive", self.chat_id)
-                await asyncio.sleep(1)
-                continue
+            except Exception as fault:
+                # Redis went away: whatever was sent meanwhile may be lost, and a restarted
+                # Redis has forgotten the group. The viewers reconnect and catch up, in a new
+                # room that joins the group again.
+                log.warning("the room of chat %s lost the channel layer: %r", self.chat_id, fault)
+                await self.disband()
+                return
             if event.get("type") == "chat.push":
                 await self.hand_on(event["text"], *event.get("more", ()))
                 if event.get("push") == self.expected:
@@ -270,8 +277,20 @@ class Room:
             try:
                 for text in texts:  # a change's parts, in order
                     await viewer.deliver(text)
-            except Exception:
-                log.exception("a push to a viewer of chat %s failed", self.chat_id)
+            except Exception as fault:  # its socket is gone: it leaves, and never slows a push
+                log.warning("a viewer of chat %s is gone, dropped: %r", self.chat_id, fault)
+                self.viewers.discard(viewer)
+        if not self.viewers:
+            await self.close()
+
+    async def disband(self) -> None:
+        """Close every viewer's socket (``CLOSE_UNAVAILABLE``: its page reconnects and asks
+        what it missed) and this room; the next viewer to join opens a new one."""
+        viewers, self.viewers = list(self.viewers), set()
+        await self.close()
+        for viewer in viewers:
+            with contextlib.suppress(Exception):
+                await viewer.close(code=CLOSE_UNAVAILABLE, reason="the server is reconnecting")
 
     async def send(self, message: dict[str, Any]) -> None:
         """Send a push to the chat's group once this room has handed on the last one sent
@@ -290,11 +309,21 @@ class Room:
                 raise
 
     async def close(self) -> None:
+        """Leave the chat's group and stop receiving; a viewer waiting to join gives up."""
+        if _rooms.get(self.chat_id) is self:
+            del _rooms[self.chat_id]  # a viewer joining from now on opens a new room
+        self.closed = True
         self.handed.set()  # a push waiting on this room goes out at once
-        if self.task is not None:
+        self.ready.set()
+        if self.task is not None and self.task is not asyncio.current_task():
             self.task.cancel()
         if self.channel:
-            await get_channel_layer().group_discard(groups.chat(self.chat_id), self.channel)
+            try:
+                await get_channel_layer().group_discard(groups.chat(self.chat_id), self.channel)
+            except Exception as fault:  # Redis away: the membership expires on its own
+                log.warning(
+                    "the room of chat %s could not leave its group: %r", self.chat_id, fault
+                )
 
 
 _rooms: dict[uuid.UUID, Room] = {}
@@ -306,10 +335,17 @@ async def join(chat_id: uuid.UUID, viewer: Viewer) -> None:
     if room is None:
         room = _rooms[chat_id] = Room(chat_id)
         room.viewers.add(viewer)
-        await room.open()
+        try:
+            await room.open()
+        except BaseException:  # the channel layer is away: no room is left half open
+            await room.disband()
+            raise
         return
     room.viewers.add(viewer)
     await room.ready.wait()
+    if room.closed:  # it could not open, or lost the channel layer meanwhile
+        room.viewers.discard(viewer)
+        raise ConnectionError("the channel layer is away")
     # Joining again refreshes the membership, which a group keeps for group_expiry only.
     await get_channel_layer().group_add(groups.chat(chat_id), room.channel)
 
@@ -320,7 +356,6 @@ async def leave(chat_id: uuid.UUID, viewer: Viewer) -> None:
         return
     room.viewers.discard(viewer)
     if not room.viewers:
-        del _rooms[chat_id]  # a viewer joining meanwhile opens a new room
         await room.close()
 
 

@@ -9,18 +9,25 @@ hello, batches, acknowledgements, heartbeat; its close codes). ``ViewerConsumer`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from activity import access, broadcast, groups
-from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
+from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
 from activity.models import AgentToken
 from activity.pipeline import RunnerSession
+
+log = logging.getLogger(__name__)
+# What a channel layer raises when Redis is away (the in-memory layer raises none of these).
+LAYER_FAULTS = (RedisError, OSError)
 
 
 def header(scope: dict[str, Any], name: bytes) -> str:
@@ -31,7 +38,29 @@ class Relay(AsyncWebsocketConsumer):
     """Skips Channels' per-message ``close_old_connections`` hop (PERF.md): it waits for the
     one shared database thread, so frames would queue behind ingest and never batch. These
     consumers reach the database only through ``database_sync_to_async``, which does its own.
+
+    A consumer whose channel layer fails (Redis away) closes its socket with
+    ``CLOSE_UNAVAILABLE`` — the other side reconnects, and nothing it sent was refused — and
+    what ``disconnect`` would have undone is undone all the same (STACK.md G21).
     """
+
+    disconnected = False
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except LAYER_FAULTS as fault:
+            log.warning("a socket lost the channel layer, closing it: %r", fault)
+            with contextlib.suppress(Exception):
+                await self.close(code=CLOSE_UNAVAILABLE, reason="the server is reconnecting")
+        finally:
+            if not self.disconnected:
+                with contextlib.suppress(Exception):
+                    await self.disconnect(CLOSE_UNAVAILABLE)
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        self.disconnected = True
+        await super().websocket_disconnect(message)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         handler = getattr(self, message["type"].replace(".", "_"), None)

@@ -26,7 +26,10 @@ CLOSE_FORBIDDEN = 4403  # not yours (another workspace's chat): the runner stops
 CLOSE_TOO_LARGE = 4413  # a frame over MAX_FRAME_BYTES: the runner cuts it to half, resends
 # On 4400, 4413 and 4500 the runner reconnects and resends; the same frame refused on three
 # connections in a row stops it (exit 7).
-CLOSE_SERVER_ERROR = 4500  # the server failed (its database is away): reconnect and resend
+CLOSE_SERVER_ERROR = 4500  # the server failed on what it got: reconnect and resend
+# The server's database or channel layer (Redis) is away: nothing was refused. The runner
+# reconnects with backoff and resends, however often; a page reconnects and catches up.
+CLOSE_UNAVAILABLE = 4503
 
 # Numbers are range-checked against the columns they reach: a seq is the chat's last_seq and
 # a time is a bigint; cut bytes add up into a row's result_bytes (a bigint) over many chunks.

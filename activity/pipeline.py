@@ -15,9 +15,12 @@ session does with them, in order:
    alone. One drain at a time takes all that is queued as a batch: ingested in one
    transaction, acknowledged, then announced; whatever arrived meanwhile is the next batch —
    one transaction and one push however many frames.
-3. A heartbeat keeps the chat's runner "seen" while the socket is up.
+3. A heartbeat keeps the chat's runner "seen" while the socket is up (every
+   ``RUNNER_HEARTBEAT_SECONDS``; a write that fails is retried within a second, so one database
+   error never makes a connected runner look gone), and renews the socket's groups (which a
+   restarted Redis forgets).
 4. When the database is away (or frames were lost), nothing more is acknowledged: the socket
-   closes (``CLOSE_SERVER_ERROR``, ``CLOSE_PROTOCOL``) and the runner reconnects and resends
+   closes (``CLOSE_UNAVAILABLE``, ``CLOSE_PROTOCOL``) and the runner reconnects and resends
    everything after the last ack; what arrives after that decision is ignored.
 
 Close codes: ``frames.CLOSE_*``, each with what the runner does on it.
@@ -41,6 +44,7 @@ from activity.frames import (
     CLOSE_PROTOCOL,
     CLOSE_SERVER_ERROR,
     CLOSE_TOO_LARGE,
+    CLOSE_UNAVAILABLE,
     MAX_FRAME_BYTES,
     Ack,
     Error,
@@ -55,6 +59,7 @@ from activity.models import Chat
 from activity.work import FrameError
 
 log = logging.getLogger(__name__)
+UNAVAILABLE = "the server's database is away; reconnect and resend"
 
 
 class Socket(Protocol):
@@ -147,7 +152,7 @@ class RunnerSession:
             return
         except SERVER_FAULTS as fault:
             log.warning("a runner's hello for chat %s failed: %s", hello.chat_id, fault)
-            await self.close(CLOSE_SERVER_ERROR, "server error; reconnect and resend")
+            await self.close(CLOSE_UNAVAILABLE, UNAVAILABLE)
             return
         self.chat_id = hello.chat_id
         self.heartbeat = asyncio.get_running_loop().create_task(self.beat(hello.chat_id))
@@ -162,7 +167,7 @@ class RunnerSession:
             await broadcast.announce(change)
         except SERVER_FAULTS as fault:  # its answers wait for the next connection
             log.warning("a runner's hello for chat %s failed: %s", hello.chat_id, fault)
-            await self.close(CLOSE_SERVER_ERROR, "server error; reconnect and resend")
+            await self.close(CLOSE_UNAVAILABLE, UNAVAILABLE)
 
     async def take_answers(self, chat_id: uuid.UUID, replaced: str) -> bool:
         """Make this socket the only one that gets the chat's answers: the runner's older
@@ -200,7 +205,7 @@ class RunnerSession:
             await self.close(CLOSE_FORBIDDEN, "this chat was deleted on the server")
         except SERVER_FAULTS as fault:  # the database is away: the runner resends the batch
             log.warning("ingesting frames for chat %s failed: %s", self.chat_id, fault)
-            await self.close(CLOSE_SERVER_ERROR, "server error; reconnect and resend")
+            await self.close(CLOSE_UNAVAILABLE, UNAVAILABLE)
         except Exception:
             log.exception("ingesting frames for chat %s failed", self.chat_id)
             await self.close(CLOSE_SERVER_ERROR, "server error; reconnect and resend")
@@ -213,13 +218,27 @@ class RunnerSession:
         return batch
 
     async def beat(self, chat_id: uuid.UUID) -> None:
-        """Say the runner is here, so a chat whose server died does not look live forever."""
+        """Say the runner is here, so a chat whose server died does not look live forever;
+        renew the socket's groups, which a restarted Redis has forgotten. Whatever fails is
+        tried again within a second (``presence.sweep`` counts a runner gone only after three
+        heartbeats of silence), and nothing but the socket's end stops it."""
+        interval = settings.RUNNER_HEARTBEAT_SECONDS
+        failing = False
         while True:
-            await asyncio.sleep(settings.RUNNER_HEARTBEAT_SECONDS)
+            await asyncio.sleep(min(1.0, interval) if failing else interval)
             try:
-                await database_sync_to_async(presence.alive)(chat_id, self.channel)
-            except SERVER_FAULTS as fault:  # the next beat tries again
-                log.warning("the heartbeat of chat %s failed: %s", chat_id, fault)
+                holds = await database_sync_to_async(presence.alive)(chat_id, self.channel)
+                await self.socket.join(self.token_group)
+                if holds:  # a socket that lost the chat to a newer one gets no answers
+                    await self.socket.join(groups.runner(chat_id))
+            except Exception as fault:
+                if not failing:
+                    log.warning("the heartbeat of chat %s failed, retrying: %r", chat_id, fault)
+                failing = True
+            else:
+                if failing:
+                    log.warning("the heartbeat of chat %s works again", chat_id)
+                failing = False
 
     async def stop(self) -> None:
         """The socket closed: the chat shows its runner gone (unless a newer socket has it)."""

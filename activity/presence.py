@@ -116,9 +116,10 @@ def holds(chat_id: uuid.UUID, channel: str) -> bool:
     return Chat.objects.filter(pk=chat_id, runner_channel=channel).exists()
 
 
-def alive(chat_id: uuid.UUID, channel: str) -> None:
-    """The runner's socket is still up (its heartbeat)."""
-    Chat.objects.filter(pk=chat_id, runner_channel=channel).update(runner_seen_at=timezone.now())
+def alive(chat_id: uuid.UUID, channel: str) -> bool:
+    """The runner's socket is still up (its heartbeat). False: a newer socket has the chat."""
+    seen = timezone.now()
+    return bool(Chat.objects.filter(pk=chat_id, runner_channel=channel).update(runner_seen_at=seen))
 
 
 def disconnect(

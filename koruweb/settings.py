@@ -106,6 +106,10 @@ TEMPLATES = [
 ]
 
 
+# How long a request waits for a pooled PostgreSQL connection while the database is away.
+DATABASE_POOL_TIMEOUT = envint("DATABASE_POOL_TIMEOUT", 10, minimum=1)
+
+
 def _database(url: str) -> dict[str, Any]:
     config: dict[str, Any] = dict(dj_database_url.parse(url))
     engine = config["ENGINE"]
@@ -126,8 +130,19 @@ def _database(url: str) -> dict[str, Any]:
         if config["NAME"] != ":memory:":
             Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     elif engine == "django.db.backends.postgresql":
+        from psycopg_pool import ConnectionPool
+
         config["CONN_MAX_AGE"] = 0
-        config["OPTIONS"] = {"pool": {"min_size": 1, "max_size": 8}}
+        config["OPTIONS"] = {
+            "pool": {
+                "min_size": 1,
+                "max_size": 8,
+                # A pooled connection is checked as it is handed out: one the server closed
+                # (a restart, terminated sessions) is replaced, not used (STACK.md G20).
+                "check": ConnectionPool.check_connection,
+                "timeout": DATABASE_POOL_TIMEOUT,
+            }
+        }
         # Explicit, or a live-server child process looks for test_test_<name> (channels#2176).
         config["TEST"] = {"NAME": f"test_{config['NAME']}"}
     else:  # search and its migration are written for these two

@@ -77,6 +77,10 @@ class HeldPage:
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
+        self.closed: tuple[int | None, str | None] | None = None
 
     async def deliver(self, text: str) -> None:
         await self.release.wait()
+
+    async def close(self, code: int | None = None, reason: str | None = None) -> None:
+        self.closed = (code, reason)

@@ -413,3 +413,49 @@ async def test_a_change_in_parts_reaches_this_processs_viewers_in_order(settings
     parts = [json.loads(text) for text in got]
     assert [p["part"] for p in parts] == list(range(1, len(parts) + 1)) and len(parts) > 10
     assert all(len(text) <= settings.PUSH_MAX_BYTES for text in got)
+
+
+class GonePage(HeldPage):
+    """A viewer whose socket is gone: every push to it fails."""
+
+    async def deliver(self, text: str) -> None:
+        raise OSError("the socket is closed")
+
+
+async def test_a_viewer_whose_socket_fails_is_dropped_and_the_others_get_every_push():
+    chat_id = await new_chat()
+    gone, kept = GonePage(), HeldPage()
+    kept.release.set()
+    got: list[str] = []
+
+    async def deliver(text: str) -> None:
+        got.append(text)
+
+    kept.deliver = deliver  # type: ignore[method-assign]
+    await broadcast.join(chat_id, gone)
+    await broadcast.join(chat_id, kept)
+    try:
+        await apply(chat_id, frames.tool_call(2, "c1", "step 2"))
+        await apply(chat_id, frames.tool_update(3, "c1", title="step 3"))
+        for _ in range(50):
+            if len(got) == 2:
+                break
+            await asyncio.sleep(0.02)
+        assert broadcast._rooms[chat_id].viewers == {kept}
+        assert "step 3" in json.loads(got[-1])["content"]
+    finally:
+        await broadcast.leave(chat_id, kept)
+    assert chat_id not in broadcast._rooms
+
+
+async def test_a_room_whose_last_viewer_is_gone_closes_and_leaves_its_group():
+    chat_id = await new_chat()
+    await broadcast.join(chat_id, GonePage())
+    room = broadcast._rooms[chat_id]
+    await apply(chat_id, frames.tool_call(2, "c1", "step 2"))
+    for _ in range(50):
+        if room.closed:
+            break
+        await asyncio.sleep(0.02)
+    assert room.closed and chat_id not in broadcast._rooms
+    assert room.channel not in get_channel_layer().groups.get(groups.chat(chat_id), {})

@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import uuid
+from unittest.mock import ANY
 
 import pytest
 from channels.db import database_sync_to_async
@@ -14,9 +15,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
+from redis.exceptions import ConnectionError as RedisConnectionError
 
-from activity import groups, presence
-from activity.frames import CLOSE_TOO_LARGE
+from activity import broadcast, groups, presence
+from activity.frames import CLOSE_TOO_LARGE, CLOSE_UNAVAILABLE
 from activity.models import AgentToken, Chat, ToolActivity, Workspace
 from koruweb.asgi import application
 from tests import frames
@@ -588,3 +590,62 @@ async def test_a_runner_resuming_a_deleted_chat_is_refused_rather_than_given_an_
     closed = await again.receive_output()
     assert closed["code"] == 4403 and "deleted" in closed["reason"]
     assert not await Chat.objects.filter(pk=chat_id).aexists()
+
+
+# --- the channel layer (Redis) fails under a socket ------------------------------------------
+
+
+def failing_layer(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Set the event returned, and every receive on the channel layer raises as redis-py does
+    when Redis goes away (those already waiting too). Installed before the sockets connect."""
+    layer = get_channel_layer()
+    real = layer.receive
+    away = asyncio.Event()
+
+    async def receive(channel: str) -> dict:
+        message = asyncio.ensure_future(real(channel))
+        gone = asyncio.ensure_future(away.wait())
+        await asyncio.wait({message, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if message.done():
+            gone.cancel()
+            received: dict = message.result()
+            return received
+        message.cancel()
+        raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(layer, "receive", receive)
+    return away
+
+
+async def test_a_page_whose_channel_layer_fails_is_closed_to_reconnect_and_leaves_no_room(
+    acme_viewer, monkeypatch
+):
+    _, token = await workspace_with_token()
+    chat_id = uuid.uuid4()
+    await (await runner(token, chat_id)).disconnect()
+    away = failing_layer(monkeypatch)
+    watch = await viewer(acme_viewer, chat_id)
+    assert (await watch.connect())[0]
+    await watch.send_json_to({"since": 0})
+    await watch.receive_json_from(timeout=5)  # its catch-up: it is in the chat's room
+    assert chat_id in broadcast._rooms
+    away.set()
+    closed = await watch.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": CLOSE_UNAVAILABLE, "reason": ANY}
+    await watch.wait(timeout=5)
+    assert chat_id not in broadcast._rooms  # a page that reconnects opens a new one
+
+
+async def test_a_runner_socket_whose_channel_layer_fails_closes_to_reconnect_and_shows_it_gone(
+    monkeypatch,
+):
+    _, token = await workspace_with_token()
+    chat_id = uuid.uuid4()
+    away = failing_layer(monkeypatch)
+    agent = await runner(token, chat_id)
+    away.set()
+    closed = await agent.receive_output(timeout=5)
+    assert closed["type"] == "websocket.close" and closed["code"] == CLOSE_UNAVAILABLE
+    await agent.wait(timeout=5)
+    chat = await database_sync_to_async(Chat.objects.get)(pk=chat_id)
+    assert not chat.runner_connected  # what disconnect does was done, though it never ran

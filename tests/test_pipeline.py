@@ -15,7 +15,7 @@ from django.db import OperationalError, connections
 from django.utils import timezone
 
 from activity import groups, pipeline, presence
-from activity.frames import CLOSE_FORBIDDEN, CLOSE_PROTOCOL, CLOSE_SERVER_ERROR, CLOSE_TOO_LARGE
+from activity.frames import CLOSE_FORBIDDEN, CLOSE_PROTOCOL, CLOSE_TOO_LARGE, CLOSE_UNAVAILABLE
 from activity.models import AgentToken, Chat, Prompt, ToolActivity
 from koruweb.asgi import application
 from tests import frames
@@ -174,7 +174,7 @@ async def test_a_batch_that_fails_because_the_database_is_away_is_not_acknowledg
     monkeypatch.setattr(pipeline, "ingest", away)
     first = frames.turn_started(1, uuid.uuid4(), uuid.uuid4())
     await say(runner, first)
-    assert socket_of(runner).closed == (CLOSE_SERVER_ERROR, "server error; reconnect and resend")
+    assert socket_of(runner).closed == (CLOSE_UNAVAILABLE, pipeline.UNAVAILABLE)
     await say(runner, frames.say(2, "Arrived after the failure."))  # in flight when it closed
     assert socket_of(runner).sent == [{"type": "ack", "seq": 0}]  # nothing was acknowledged
     assert len(batches) == 1  # and nothing after the failure was even tried
@@ -198,7 +198,7 @@ async def test_a_hello_while_the_database_is_away_closes_so_the_runner_tries_aga
     monkeypatch.setattr(presence, "claim", away)
     runner = await session(token)
     await say(runner, frames.hello(uuid.uuid4()))
-    assert socket_of(runner).closed == (CLOSE_SERVER_ERROR, "server error; reconnect and resend")
+    assert socket_of(runner).closed == (CLOSE_UNAVAILABLE, pipeline.UNAVAILABLE)
     assert socket_of(runner).sent == []
 
 
@@ -495,3 +495,57 @@ async def test_a_socket_overtaken_before_it_joined_gives_the_chat_way(token, mon
         "another connection of this runner has the chat",
     )
     assert "socket-1" not in answered_by(chat_id)
+
+
+async def test_a_heartbeat_write_that_fails_is_retried_and_the_heartbeat_goes_on(
+    token, settings, monkeypatch
+):
+    settings.RUNNER_HEARTBEAT_SECONDS = 1
+    real_alive = presence.alive
+    calls: list[str] = []
+
+    def alive(chat_id: uuid.UUID, channel: str) -> bool:
+        calls.append("failed" if not calls else "written")
+        if len(calls) == 1:  # not even a database error: a pool that timed out, say
+            raise RuntimeError("couldn't get a connection after 30.00 sec")
+        return real_alive(chat_id, channel)
+
+    monkeypatch.setattr(presence, "alive", alive)
+    runner = await session(token)
+    chat_id = uuid.uuid4()
+    await say(runner, frames.hello(chat_id))
+    before = (await database_sync_to_async(Chat.objects.get)(pk=chat_id)).runner_seen_at
+    for _ in range(100):
+        if len(calls) >= 3:
+            break
+        await asyncio.sleep(0.05)
+    assert calls[:3] == ["failed", "written", "written"]
+    assert runner.heartbeat is not None and not runner.heartbeat.done()
+    chat = await database_sync_to_async(Chat.objects.get)(pk=chat_id)
+    assert before is not None and chat.runner_seen_at is not None
+    assert chat.runner_seen_at > before and chat.runner_connected
+    await runner.stop()
+
+
+async def test_the_heartbeat_renews_the_groups_a_restarted_redis_forgot_but_never_a_lost_chats(
+    token, settings
+):
+    settings.RUNNER_HEARTBEAT_SECONDS = 1
+    chat_id = uuid.uuid4()
+    first = await session(token)
+    await say(first, frames.hello(chat_id))
+    layer = get_channel_layer()
+    await layer.flush()  # Redis restarted: every group is forgotten
+    for _ in range(60):
+        if answered_by(chat_id):
+            break
+        await asyncio.sleep(0.05)
+    assert answered_by(chat_id) == {"socket-1"}
+    assert "socket-1" in layer.groups.get(groups.token(token.pk), {})
+
+    second = await session(token, FakeSocket("socket-2"))  # the runner moved to a new socket
+    await say(second, frames.hello(chat_id))
+    await asyncio.sleep(1.5)  # a beat of each socket
+    assert answered_by(chat_id) == {"socket-2"}  # the old one's heartbeat did not put it back
+    await first.stop()
+    await second.stop()

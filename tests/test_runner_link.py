@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
-from activity.frames import CLOSE_PROTOCOL, CLOSE_SERVER_ERROR, CLOSE_TOO_LARGE, Acp, TurnEnded
+from activity.frames import (
+    CLOSE_PROTOCOL,
+    CLOSE_SERVER_ERROR,
+    CLOSE_TOO_LARGE,
+    CLOSE_UNAVAILABLE,
+    Acp,
+    TurnEnded,
+)
 from activity.runner import link as link_module
 from activity.runner.link import REFUSALS, Link, Refused
 from activity.runner.main import Options, Runner
@@ -150,6 +157,47 @@ async def test_a_connection_dropped_without_a_close_code_never_counts_as_a_refus
     assert fake.committed == 2
 
 
+@pytest.mark.parametrize("code", [DROP, CLOSE_UNAVAILABLE])
+async def test_a_server_that_is_unavailable_on_many_connections_in_a_row_never_stops_the_runner(
+    code: int,
+):
+    def away(frame: dict[str, Any], text: str, server: FakeServer) -> int | None:
+        return code if len(server.received[frame["seq"]]) <= REFUSALS + 2 else None
+
+    fake = FakeServer(away)
+    outbox = outbox_of(2)
+    async with running(fake) as url:
+        await until_stopped_or_drained(fake, url, outbox)
+    assert fake.committed == 2 and outbox.drained
+
+
+async def test_a_server_that_fails_during_the_hello_never_counts_it_against_a_frame():
+    """Frames were sent on the last connection; the server then fails before acknowledging the
+    next hello, over and over: no frame was sent on those connections, so none is struck."""
+    failing_hellos = 0
+
+    class HelloFails(FakeServer):
+        async def handle(self, socket: ServerConnection) -> None:
+            nonlocal failing_hellos
+            if self.received and failing_hellos < REFUSALS + 2:
+                failing_hellos += 1
+                self.connections += 1
+                await socket.recv()
+                await socket.close(CLOSE_SERVER_ERROR, "failed during the hello")
+                return
+            await super().handle(socket)
+
+    fake = HelloFails(
+        lambda frame, text, server: (
+            DROP if frame["seq"] == 1 and len(server.received[1]) == 1 else None
+        )
+    )
+    outbox = outbox_of(2)
+    async with running(fake) as url:
+        await until_stopped_or_drained(fake, url, outbox)
+    assert fake.committed == 2 and failing_hellos == REFUSALS + 2
+
+
 @pytest.mark.parametrize("code", [CLOSE_TOO_LARGE, 1009])
 async def test_a_frame_too_large_for_the_server_is_cut_harder_on_each_refusal_until_it_passes(
     code: int,
@@ -217,4 +265,5 @@ async def test_a_runner_whose_frame_is_always_refused_stops_mid_turn_with_code_7
     assert f"koruweb: the server refused frame 2 (acp session/update) on {REFUSALS}" in err
     assert fake.connections == REFUSALS and "Traceback" not in err
     assert runner.process is not None and runner.process.returncode is not None  # stopped
-    assert "turn_ended" not in [json.loads(text)["type"] for _, text in runner.outbox.frames]
+    prompts = [json.loads(t) for _, t in runner.outbox.frames if '"prompt_outcome"' in t]
+    assert prompts[-1]["outcome"] == {"outcome": "cancelled"}  # the turn was cancelled first

@@ -4,7 +4,9 @@ It reconnects with exponential backoff and jitter for as long as the runner runs
 carries the chat's secret, so the server gives the chat to this runner only. After each
 (re)connect the server says what it has (an ``ack``) and everything after that is resent.
 
-A server that refuses a frame closes the socket (``frames.CLOSE_PROTOCOL``,
+A server whose database or Redis is away closes with ``CLOSE_UNAVAILABLE``: the runner
+reconnects with backoff and resends, for as long as it takes. A server that refuses a frame
+closes the socket (``frames.CLOSE_PROTOCOL``,
 ``CLOSE_TOO_LARGE``, ``CLOSE_SERVER_ERROR``, or a server's own 1009 "too big" or 1011). On "too
 large" the runner first cuts the largest frame it sent to half its size; otherwise, or when
 nothing is left to cut, that is a strike against the oldest unacknowledged frame. ``REFUSALS``
@@ -154,6 +156,7 @@ class Link:
         return True
 
     async def session(self, socket: ClientConnection) -> None:
+        self.sent = self.outbox.acked  # nothing sent yet on this connection: nothing to strike
         hello = Hello(chat_id=self.chat_id, secret=self.secret, acked=self.outbox.acked)
         await socket.send(hello.model_dump_json())
         text = await socket.recv()

@@ -42,6 +42,7 @@ READ_LIMIT = 64 * 1024 * 1024  # the agent's longest line the runner will read
 TITLE_CHARS = 200  # a title made from a prompt's first line
 ERROR_CHARS = 2000  # an agent's error, as ``frames.TurnEnded.error`` bounds it
 AUTH_REQUIRED = -32000  # JSON-RPC error code: "Authentication required"
+CANCEL_SECONDS = 3.0  # how long a cancelled turn is given to end before its agent is stopped
 
 
 class Exit(Exception):
@@ -99,8 +100,9 @@ class Runner:
             work = asyncio.create_task(self.work(link))
             await asyncio.wait({work, link}, return_when=asyncio.FIRST_COMPLETED)
             if not work.done():  # the server refuses us for good: the agent stops too
+                await self.cancel_turn()
                 work.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                with contextlib.suppress(asyncio.CancelledError, Exit):
                     await work
                 self.fatal(link)
             work.result()
@@ -303,6 +305,17 @@ class Runner:
         if link in done:
             drained.cancel()
             self.fatal(link)
+
+    async def cancel_turn(self) -> None:
+        """Cancel the running turn (its open prompts too) and give the agent a moment to end
+        it, so it stops cleanly rather than mid-request."""
+        turn, conn = self.turn, self.conn
+        if turn is None or conn is None:
+            return
+        self.table.cancel_all()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(conn.cancel(session_id=self.session_id), CANCEL_SECONDS)
+            await asyncio.wait({turn}, timeout=CANCEL_SECONDS)
 
     def interrupt(self) -> None:
         """Ctrl-C cancels the running turn; a second Ctrl-C exits."""

@@ -21,6 +21,7 @@ from channels_redis.core import RedisChannelLayer
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from activity import groups
 from activity.answers import send_answer
 from activity.models import AgentToken, Chat, InferenceAttempt, Prompt, ToolActivity, Workspace
 from tests import frames
@@ -373,3 +374,39 @@ def test_a_runner_whose_chat_is_taken_from_it_is_one_clear_line_and_exit_code_2(
     code, err = run.finish()
     assert code == 2, err
     assert "koruweb: this chat is not yours" in err.splitlines()
+
+
+def children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (Linux /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(stat.parent.name))
+    return found
+
+
+def test_a_runner_whose_token_is_revoked_mid_turn_stops_its_agent_and_exits_2_at_once(
+    server, token
+):
+    run = sdk("permission", server, token)
+    open_prompt(run.chat_id)  # the agent waits for a person: only the revocation can end this
+    agents = children(run.process.pid)
+    assert agents, "the runner has its agent running"
+    revoked = AgentToken.objects.get()
+    revoked.revoked_at = revoked.created_at
+    revoked.save()
+
+    async def revoke() -> None:  # as the token page does, from another process
+        layer = RedisChannelLayer(hosts=[REDIS_URL])
+        try:
+            await layer.group_send(groups.token(revoked.pk), {"type": "token.revoked"})
+        finally:
+            await layer.close_pools()
+
+    asyncio.run(revoke())
+    code, err = run.finish(within=15)
+    assert code == 2, err
+    assert "koruweb: the server refused the agent token" in err.splitlines()
+    assert "Traceback" not in err, "the agent was stopped cleanly, not mid-request"
+    assert not any(Path(f"/proc/{pid}").exists() for pid in agents), "its agent was stopped"
