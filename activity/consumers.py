@@ -183,6 +183,7 @@ class InboxConsumer(Relay):
     """``/ws/inbox/``: a user's open prompts, re-rendered for them when one opens or closes."""
 
     groups_joined: list[str]
+    rendering: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -196,7 +197,6 @@ class InboxConsumer(Relay):
         for name in names:
             await self.channel_layer.group_add(name, self.channel_name)
         self.groups_joined = names
-        self.rendering: asyncio.Task[None] | None = None
         self.again = False
         # What opened or closed between the page's render and joining the groups (or while a
         # reconnecting socket was away) was announced to nobody: start from a fresh list.
@@ -226,5 +226,8 @@ class InboxConsumer(Relay):
             self.rendering = None
 
     async def disconnect(self, code: int) -> None:
+        """A render in flight ends with the socket (STACK.md G21)."""
+        if self.rendering is not None:
+            self.rendering.cancel()
         for name in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(name, self.channel_name)

@@ -5,16 +5,29 @@ Runner → server: ``hello`` first (the chat id, the runner's secret and the hig
 runner believes acknowledged), then numbered frames: ``seq`` counts from 1 per chat and ``at``
 is the runner's own clock in epoch ms, so a resend never shifts a time.
 
+Runner → server also: ``session_info`` (what the run lets the web do, the agent's modes and
+commands) and ``web_refused`` (a web request the runner would not carry out).
+
 Server → runner: a cumulative ``ack`` (everything up to ``seq`` is committed); an ``error`` that
 names what was wrong with frame ``seq`` and also acknowledges it; an ``answer`` to the agent's
-JSON-RPC request ``request_id``.
+JSON-RPC request ``request_id``; and, to a runner started with ``--allow-web``, a person's
+``prompt``, ``cancel`` or ``set_mode``.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import UUID4, BaseModel, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter
+from pydantic import (
+    UUID4,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+)
 
 MAX_FRAME_BYTES = 1024 * 1024  # Daphne's default message limit; the runner cuts below it
 
@@ -72,6 +85,55 @@ class TurnStarted(Numbered):
     prompt: str = ""
     title: str | None = None
     mode: Annotated[str, Field(max_length=100)] | None = None  # the session's mode, if known
+    web_prompt_id: UUID4 | None = None  # the web message (``WebPrompt.id``) this turn runs
+
+
+Name = Annotated[StrictStr, Field(min_length=1, max_length=100)]
+Said = Annotated[StrictStr, Field(max_length=500)]
+WEB_PROMPT_CHARS = 100_000  # the longest message a person may send an agent from the web
+
+
+class Mode(Strict):
+    id: Name
+    name: Annotated[StrictStr, Field(max_length=100)] = ""
+    description: Said = ""
+
+
+class Command(Strict):
+    """One of the agent's slash commands (ACP ``available_commands_update``)."""
+
+    name: Name
+    description: Said = ""
+    hint: Annotated[StrictStr, Field(max_length=200)] = ""  # what its input is, if it takes one
+
+
+class SessionInfo(Numbered):
+    """What the run lets the web do, and what the agent offers: sent once the agent's session
+    has started, and again whenever any of it changes (a mode switched, new commands).
+
+    ``allow_web``: the runner takes prompts, cancels and mode switches from the web
+    (``--allow-web``). ``web_modes``: the modes the web may switch to (``--web-modes``; empty:
+    none). ``modes``/``mode``: the agent's modes and the current one. ``commands``: its slash
+    commands. ``stays``: the runner keeps serving the web after its own prompts are done.
+    """
+
+    type: Literal["session_info"] = "session_info"
+    allow_web: StrictBool = False
+    web_modes: Annotated[list[Name], Field(max_length=50)] = []
+    modes: Annotated[list[Mode], Field(max_length=50)] = []
+    mode: Name | None = None
+    commands: Annotated[list[Command], Field(max_length=200)] = []
+    stays: StrictBool = False
+
+
+class WebRefused(Numbered):
+    """The runner would not do what the web asked (``id`` of a ``WebPromptFrame``,
+    ``WebCancel`` or ``WebMode``): it was not started with ``--allow-web``, the mode is not in
+    ``--web-modes``, the agent refused it. ``reason`` is for the person who asked."""
+
+    type: Literal["web_refused"] = "web_refused"
+    id: UUID4
+    reason: Said
 
 
 class Acp(Numbered):
@@ -102,9 +164,9 @@ class TurnEnded(Numbered):
     error: Annotated[str, Field(max_length=2000)] | None = None  # the agent's, if it failed
 
 
-RunnerFrame = Annotated[TurnStarted | Acp | PromptOutcome | TurnEnded, Field(discriminator="type")]
-runner_frame: TypeAdapter[TurnStarted | Acp | PromptOutcome | TurnEnded] = TypeAdapter(RunnerFrame)
-NumberedFrame = TurnStarted | Acp | PromptOutcome | TurnEnded
+NumberedFrame = TurnStarted | Acp | PromptOutcome | TurnEnded | SessionInfo | WebRefused
+RunnerFrame = Annotated[NumberedFrame, Field(discriminator="type")]
+runner_frame: TypeAdapter[NumberedFrame] = TypeAdapter(RunnerFrame)
 
 
 class Refused(tuple[int, str]):
@@ -139,8 +201,38 @@ class Answer(Strict):
     outcome: dict[str, Any]
 
 
-ServerFrame = Annotated[Ack | Error | Answer, Field(discriminator="type")]
-server_frame: TypeAdapter[Ack | Error | Answer] = TypeAdapter(ServerFrame)
+class WebPromptFrame(Strict):
+    """A person's message to the agent: the runner starts a turn with it (``TurnStarted``
+    with ``web_prompt_id``), once, however often it is sent (a reconnect sends it again until
+    the turn has started); a runner busy with a turn runs it after."""
+
+    type: Literal["prompt"] = "prompt"
+    id: UUID4
+    text: Annotated[StrictStr, Field(min_length=1, max_length=WEB_PROMPT_CHARS)]
+    by: Annotated[StrictStr, Field(max_length=150)] = ""  # who sent it (a user name)
+
+
+class WebCancel(Strict):
+    """Cancel turn ``attempt_id`` (``session/cancel``); its open prompts end cancelled."""
+
+    type: Literal["cancel"] = "cancel"
+    id: UUID4
+    attempt_id: UUID4
+    by: Annotated[StrictStr, Field(max_length=150)] = ""
+
+
+class WebMode(Strict):
+    """Switch the agent to ``mode``, which must be one of the runner's ``--web-modes``."""
+
+    type: Literal["set_mode"] = "set_mode"
+    id: UUID4
+    mode: Name
+    by: Annotated[StrictStr, Field(max_length=150)] = ""
+
+
+ServerFrameType = Ack | Error | Answer | WebPromptFrame | WebCancel | WebMode
+ServerFrame = Annotated[ServerFrameType, Field(discriminator="type")]
+server_frame: TypeAdapter[ServerFrameType] = TypeAdapter(ServerFrame)
 
 
 def acp_parts(message: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
