@@ -10,7 +10,7 @@ PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/koruweb
 KORUWEB_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 export KORUWEB_TEST_REDIS_URL
 
-.PHONY: run test setup lint pytest clean
+.PHONY: run run-team test setup lint pytest clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,10 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	HOST=$(HOST) PORT=$(PORT) scripts/run-demo
+
+# Team mode on one machine: PostgreSQL, Redis, two Daphne processes behind koruweb.proxy.
+run-team: $(STAMP)
+	HOST=$(HOST) PORT=$(PORT) exec scripts/run-team  # exec: make's SIGTERM reaches its trap
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
