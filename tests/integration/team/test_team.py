@@ -1,0 +1,258 @@
+"""Team mode stays up (issue 15): two Daphne processes on PostgreSQL and Redis behind a proxy,
+real runners and a real browser, and the faults a team meets — a process killed mid-burst,
+sockets left idle, a runner killed, database sessions ended, Redis restarted.
+
+What is checked is what people rely on: what the pages, the inbox and the run's export say, that
+a page open through it all shows what a fresh one would without being reloaded, that the runner
+hears the answers. The fixtures (conftest.py) start the team once for the module.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+import uuid
+from typing import Any
+
+from playwright.sync_api import Page, expect
+from websockets.exceptions import ConnectionClosed
+
+from tests.browser.helpers import open_chat, reload_marker, watch
+from tests.integration.team.helpers import (
+    APPROVER,
+    PASSWORD,
+    SDK_AGENT,
+    ChatPage,
+    Typed,
+    Viewer,
+    finished,
+    kill_runner,
+    raw,
+    sdk,
+    until,
+)
+from tests.integration.team.services import GRACE, HEARTBEAT, REDIS_SOCKET_TIMEOUT, Server, Team
+
+BURST = 2000  # raw_agent's updates after its permission: 20 calls, 100 updates each
+BURST_CALLS = 20
+PAGE_TIMEOUT = 20_000  # ms: a page converges within this, however loaded the machine
+
+
+# --- what the tests share -----------------------------------------------------------------------
+
+
+def log_in(page: Page) -> None:
+    """Through the server's login page, as a person does."""
+    page.goto("/accounts/login/?next=/")
+    page.get_by_label("Username").fill(APPROVER)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("button", name="Log out")).to_be_visible()
+
+
+def signed_in(team: Team, page: Page, server: Server) -> Page:
+    """``page`` with the session the team's visitor logged in with (through the proxy)."""
+    session = team.visitor.cookie("sessionid")
+    page.context.add_cookies([{"name": "sessionid", "value": session, "url": server.url}])
+    return page
+
+
+def watching(page: Page, chat_id: uuid.UUID) -> Any:
+    """Open the chat page, live; returns the check that it was never reloaded since."""
+    live = watch(page)
+    open_chat(page, live, chat_id)
+    return reload_marker(page)
+
+
+def expect_page_equals_a_fresh_one(page: Page, team: Team, chat_id: uuid.UUID) -> None:
+    """The open page shows what the server renders now: its version, every row in order with
+    its status and approval, the replies."""
+    server = page.url.split("/chats/")[0]
+    fresh = team.visitor.chat(chat_id, server)
+    export = team.visitor.export(chat_id, server)
+    expect(page.locator("#live")).to_have_attribute(
+        "data-version", str(fresh.version), timeout=PAGE_TIMEOUT
+    )
+    expect(page.locator("tr.tool")).to_have_count(len(export), timeout=PAGE_TIMEOUT)
+    shown = page.locator("tr.tool").evaluate_all("rows => rows.map(r => [r.id, r.className])")
+    assert shown == [
+        [f"tool-{row['id']}", f"tool status-{row['status']} approval-{row['approval']}"]
+        for row in export
+    ]
+    replies = page.locator("article.reply .markdown").all_inner_texts()
+    assert [text.strip() for text in replies] == fresh.replies
+
+
+def expect_raw_run_whole(export: list[dict[str, Any]], chat: ChatPage, burst: int) -> None:
+    """What tests/agents/raw_agent.py's turn leaves, allowed once, with nothing lost or doubled:
+    its four odd calls, every burst call at its last step, one turn ended, one reply."""
+    by_label = {row["agent_label"]: row for row in export}
+    assert len(export) == 4 + BURST_CALLS, [row["agent_label"] for row in export]
+    assert by_label["Orphan update"]["status"] == "completed"
+    weird = by_label["Unknown kind and status"]
+    assert (weird["tool_name"], weird["status"]) == ("teleport", "proposed")
+    assert by_label[None]["tool_name"] == "execute"  # the untitled call
+    assert by_label["Delete build/"]["approval"] == "approved"
+    last_step = f"step {burst // BURST_CALLS - 1}"
+    for n in range(BURST_CALLS):
+        call = by_label[f"Burst call {n:02d}"]
+        assert (call["status"], call["agent_output"]) == ("completed", last_step), call
+    assert chat.turns == ["ended: end_turn"]
+    assert chat.replies == ["Permission outcome: allow-once"]  # a frame applied twice doubles it
+
+
+def burst_under_way(team: Team, chat_id: uuid.UUID, server: Server) -> bool:
+    """The burst's first calls are in (the four odd calls come before it)."""
+    return len(team.visitor.export(chat_id, server.url)) > 4
+
+
+# --- the tests ----------------------------------------------------------------------------------
+
+
+def test_a_browser_on_b_watches_a_runner_on_a_live_and_answers_it(team, new_page):
+    page = new_page(team.b.url)
+    log_in(page)
+    run = Typed(team.a.ws_url, team.token, SDK_AGENT)
+    same_page = watching(page, run.chat_id)
+    expect(page.locator("section.turn")).to_have_count(0)  # nobody has typed a prompt yet
+    run.prompt("permission")
+
+    asking = page.locator("tr.tool", has_text="Run echo hello")
+    allow = asking.get_by_role("button", name="Allow once")
+    expect(allow).to_be_visible(timeout=PAGE_TIMEOUT)
+    allow.click()
+    expect(asking).to_have_class(re.compile(r"\bstatus-completed\b"), timeout=PAGE_TIMEOUT)
+    expect(asking).to_have_class(re.compile(r"\bapproval-approved\b"))
+    expect(page.locator("article.reply .markdown").last).to_have_text(
+        "Permission outcome: allow-once", timeout=PAGE_TIMEOUT
+    )
+    finished(run)
+    expect_page_equals_a_fresh_one(page, team, run.chat_id)
+    assert same_page(), "the page was reloaded"
+
+
+def test_a_server_killed_mid_burst_hands_its_runner_to_the_other_and_nothing_is_lost_or_doubled(
+    team, new_page
+):
+    run = raw(team.proxy.ws_url, team.token, BURST)
+    holder: Server = until(
+        "the runner's socket is on one of the servers",
+        lambda: next((s for s in team.servers if s.agent_sockets() > 0), None),
+    )
+    survivor = team.other(holder)
+    page = signed_in(team, new_page(survivor.url), survivor)
+    same_page = watching(page, run.chat_id)
+    allow = page.get_by_role("button", name="Allow once")
+    expect(allow).to_be_visible(timeout=PAGE_TIMEOUT)
+    allow.click()  # on the survivor: the answer crosses to the runner's server
+    until("the burst is under way", lambda: burst_under_way(team, run.chat_id, survivor), 20, 0.02)
+    assert run.process.poll() is None, "the runner finished before its server was killed"
+    holder.kill()  # mid-burst: some frames committed, some in flight, some not yet sent
+
+    err = finished(run)
+    assert "lost the server" in err, err  # … and came back through the proxy, to the survivor
+    chat = team.visitor.chat(run.chat_id, survivor.url)
+    expect_raw_run_whole(team.visitor.export(run.chat_id, survivor.url), chat, BURST)
+    expect_page_equals_a_fresh_one(page, team, run.chat_id)
+    assert same_page(), "the page was reloaded"
+
+
+def test_sockets_idle_longer_than_the_redis_timeouts_stay_up(team):
+    run = sdk(team.a.ws_url, team.token, "permission")
+    prompt: str = until(
+        "the prompt is open", lambda: team.visitor.chat(run.chat_id, team.b.url).awaiting
+    )[0]
+    with Viewer(team.b.ws_url, team.b.url, team.visitor, run.chat_id) as viewer:
+        viewer.drain()  # the catch-up: the page is now where the server is
+        idle = 3.5 * REDIS_SOCKET_TIMEOUT
+        deadline = time.monotonic() + idle
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                viewer.receive(left)
+        except ConnectionClosed as closed:
+            raise AssertionError(f"the idle viewer's socket was closed: {closed}") from None
+        version = viewer.version
+
+        answered = team.visitor.answer(prompt, "allow-once", team.b.url)
+        assert answered.status == 200, answered
+        until("the viewer's next push", lambda: viewer.receive(1) and viewer.version > version)
+    err = finished(run)
+    assert "lost the server" not in err, err
+    chat = team.visitor.chat(run.chat_id, team.b.url)
+    assert chat.turns == ["ended: end_turn"] and chat.replies == ["Permission outcome: allow-once"]
+    problems = [f"{s.name}: {line}" for s in team.servers for line in s.problems()]
+    assert not problems, "\n".join(problems) + "\n" + team.logs()
+
+
+def test_a_runner_killed_at_a_random_moment_shows_offline_then_its_turn_ends_runner_lost(team):
+    run = sdk(team.proxy.ws_url, team.token, "permission")
+    visitor = team.visitor
+    prompt: str = until("the prompt is open", lambda: visitor.chat(run.chat_id).awaiting)[0]
+    assert prompt in visitor.inbox()
+    assert visitor.chat(run.chat_id).runner == "online"
+    moment = random.uniform(0, 2 * HEARTBEAT)  # anywhere in the heartbeat's cycle
+    time.sleep(moment)
+    kill_runner(run)
+
+    offline: ChatPage = until(
+        f"the runner killed {moment:.2f} s into its prompt shown offline",
+        lambda: (chat := visitor.chat(run.chat_id)).runner == "offline" and chat,
+        within=GRACE,
+    )
+    assert offline.turns == ["running"], "the turn ended before the grace period was over"
+    ended: ChatPage = until(
+        "its turn ended after the grace period",
+        lambda: (chat := visitor.chat(run.chat_id)).turns != ["running"] and chat,
+        within=GRACE + 10,
+    )
+    assert ended.turns == ["ended: runner_lost"]
+    assert ended.runner == "offline" and not ended.awaiting
+    assert prompt not in visitor.inbox()
+    (row,) = visitor.export(run.chat_id)
+    assert row["approval"] == "cancelled" and row["live"] is None, row
+
+
+def test_database_sessions_ended_mid_burst_lose_nothing_and_no_page_fails(team):
+    visitor = team.visitor
+    run = raw(team.proxy.ws_url, team.token, BURST)
+    prompt: str = until("the prompt is open", lambda: visitor.chat(run.chat_id).awaiting)[0]
+    assert visitor.answer(prompt, "allow-once").status == 200
+    until("the burst is under way", lambda: burst_under_way(team, run.chat_id, team.a), 20, 0.02)
+    assert run.process.poll() is None, "the runner finished before the database was touched"
+
+    pages = [
+        f"/chats/{run.chat_id}/",
+        f"/api/chats/{run.chat_id}/tool-activity",
+        "/",
+        "/inbox/",
+        f"/chats/{run.chat_id}/transcript.md",
+    ]
+    loads: list[tuple[str, int]] = []
+    for _ in range(3):  # during the burst
+        assert team.database.terminate_sessions() > 0
+        loads += [(path, visitor.get(path).status) for path in pages]
+    finished(run)
+    loads += [(path, visitor.get(path).status) for path in pages]  # and after it
+
+    failed = [load for load in loads if load[1] != 200]
+    assert not failed, f"{len(failed)} of {len(loads)} page loads failed: {failed}\n{team.logs()}"
+    expect_raw_run_whole(visitor.export(run.chat_id), visitor.chat(run.chat_id), BURST)
+
+
+def test_redis_restarted_mid_turn_loses_nothing_and_pages_and_answers_go_on(team, new_page):
+    burst = 400
+    run = raw(team.a.ws_url, team.token, burst)  # the runner on A, the page on B
+    page = signed_in(team, new_page(team.b.url), team.b)
+    same_page = watching(page, run.chat_id)
+    allow = page.get_by_role("button", name="Allow once")
+    expect(allow).to_be_visible(timeout=PAGE_TIMEOUT)
+
+    team.redis.kill()  # every channel, group and queued message is gone with it
+    team.redis.start()
+    allow.click()  # on B, after the restart: it must reach the runner on A
+    err = finished(run)
+    chat = team.visitor.chat(run.chat_id, team.b.url)
+    expect_raw_run_whole(team.visitor.export(run.chat_id, team.b.url), chat, burst)
+    expect_page_equals_a_fresh_one(page, team, run.chat_id)
+    assert same_page(), f"the page was reloaded\n{err}"
