@@ -4,8 +4,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 HOST ?= 127.0.0.1
 PORT ?= 8000
-# `make test` also runs the suite on PostgreSQL (pytest-django creates and drops test_koruweb)
-# and the integration tests over Redis, as team mode does.
+# `make test` also runs the database's tests on PostgreSQL (pytest-django creates and drops
+# test_koruweb) and the integration tests over Redis, as team mode does.
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/koruweb
 KORUWEB_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 export KORUWEB_TEST_REDIS_URL
@@ -37,9 +37,11 @@ pytest: $(STAMP)
 	scripts/ensure-agents  # the real agents (npm ci of tests/agents/real, when its lockfile changed)
 	@$(BIN)/python scripts/need-services '$(PG_TEST_URL)' '$(KORUWEB_TEST_REDIS_URL)'
 	$(BIN)/python -m pytest --durations=15
-	# Team mode: everything but the browser tests and the real agents again, on PostgreSQL.
-	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest --ignore=tests/browser \
-		--ignore=tests/integration/real
+	# Team mode's database: the tests where the database matters, again on PostgreSQL. Browsers,
+	# real agents, runner processes and several servers run once, above (the team tests in
+	# tests/integration/team run on PostgreSQL and Redis of their own).
+	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest tests/test_*.py \
+		tests/integration/test_fuzz_frames.py
 
 test: lint pytest
 

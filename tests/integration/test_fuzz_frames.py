@@ -10,7 +10,7 @@ no traceback or error in the server's log, every frame acknowledged or refused, 
 frame applied, and every exported row valid against the contract's JSON Schema.
 
 The server's own faults are here too: a batch whose database went away is not acknowledged,
-the socket closes with ``CLOSE_SERVER_ERROR`` and the runner's resend is applied.
+the socket closes with ``CLOSE_UNAVAILABLE`` and the runner's resend is applied.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from activity.contract import tool_activity_json_schema
-from activity.frames import CLOSE_SERVER_ERROR
+from activity.frames import CLOSE_UNAVAILABLE
 from activity.models import AgentToken, Chat, ToolActivity, Workspace
 from tests import frames
 from tests.liveserver import Server
@@ -453,7 +453,7 @@ def test_a_batch_written_while_the_database_is_away_is_not_acknowledged_and_its_
             pipe.send(json.dumps(waiting))
             with pytest.raises(ConnectionClosed) as closed:
                 pipe.wait_acked(3, timeout=20)
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == CLOSE_SERVER_ERROR
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == CLOSE_UNAVAILABLE
     assert pipe.acked == 2 and not pipe.refused  # neither acknowledged nor refused
     resent = False
     for _ in range(20):  # the runner reconnects and resends until the server has it
