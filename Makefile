@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-* && touch $@
 
 run: $(STAMP)
-	HOST=$(HOST) PORT=$(PORT) scripts/run-demo
+	HOST=$(HOST) PORT=$(PORT) exec scripts/run-demo  # exec: make's SIGTERM reaches its trap
 
 # Team mode on one machine: PostgreSQL, Redis, two Daphne processes behind koruweb.proxy.
 run-team: $(STAMP)
