@@ -11,7 +11,8 @@ started again, so the tests pass in any order. This process stays on its own tes
 sees the team's data only as a person does, through the servers' pages and exports (helpers.py).
 
 Without PostgreSQL (``KORUWEB_TEAM_PG_URL``, by default postgres://postgres@127.0.0.1:5432) or
-``redis-server``, every test here is skipped, saying which is missing.
+``redis-server``, every test here is skipped, saying which is missing; where ``CI`` is set, the
+services are promised, and their absence fails the tests instead.
 """
 
 from __future__ import annotations
@@ -46,13 +47,16 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     why = unavailable()
     if why is not None:
+        if os.environ.get("CI"):  # where the services are promised, their absence is a failure
+            pytest.fail(f"team mode needs PostgreSQL and Redis: {why}")
         pytest.skip(f"team mode needs PostgreSQL and Redis: {why}")
     log_dir = tmp_path_factory.mktemp("team")
-    database = Database(PG_URL, f"koruweb_team_test_{os.getpid()}")
+    database = Database(PG_URL, os.getpid())
     redis = Redis(log_dir / "redis.log", child_env())
     started: list[Child] = []
     proxy: ProxyThread | None = None
-    database.drop()  # one a run killed before its end left behind (same pid, rarely)
+    database.drop_orphans()  # those of test runs killed before their end
+    database.drop()
     database.create()
     try:
         redis.start()
@@ -89,6 +93,7 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
 def team_up(team: Team) -> Iterator[Team]:
     """Every process of the team up before each test; no runner outlives its test."""
     team.up()
+    print(f"the team's logs: {team.log_dir}")  # shown with a failing test's output
     yield team
     while STARTED:
         process = STARTED.pop()

@@ -50,14 +50,18 @@ print(AgentToken.issue(acme, "team")[1])
 """
 
 
-class Database:
-    """A PostgreSQL database of the team's own on the server of ``PG_URL``."""
+PREFIX = "koruweb_team_test_"
 
-    def __init__(self, admin_url: str, name: str) -> None:
+
+class Database:
+    """A PostgreSQL database of the team's own on the server of ``PG_URL``, named after the test
+    process (``PREFIX<pid>``)."""
+
+    def __init__(self, admin_url: str, pid: int) -> None:
         self.admin_url = admin_url
-        self.name = name
+        self.name = f"{PREFIX}{pid}"
         parts = urlsplit(admin_url)
-        self.url = urlunsplit(parts._replace(path=f"/{name}"))
+        self.url = urlunsplit(parts._replace(path=f"/{self.name}"))
 
     def admin(self) -> psycopg.Connection[Any]:
         return psycopg.connect(self.admin_url, autocommit=True, connect_timeout=5)
@@ -71,6 +75,17 @@ class Database:
             db.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.name))
             )
+
+    def drop_orphans(self) -> None:
+        """Drop the databases of test processes that died before dropping their own."""
+        with self.admin() as db:
+            names = db.execute(
+                "SELECT datname FROM pg_database WHERE datname LIKE %s", (f"{PREFIX}%",)
+            ).fetchall()
+        for (name,) in names:
+            pid = name.removeprefix(PREFIX)
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                Database(self.admin_url, int(pid)).drop()
 
     def terminate_sessions(self) -> int:
         """End every session the servers have open on it, as an administrator (or a failover)
@@ -176,7 +191,8 @@ def unavailable() -> str | None:
         with psycopg.connect(PG_URL, connect_timeout=3):
             pass
     except psycopg.Error as error:
-        return f"PostgreSQL does not answer at {PG_URL} (KORUWEB_TEAM_PG_URL): {error}"
+        said = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return f"PostgreSQL does not answer at {PG_URL} (KORUWEB_TEAM_PG_URL): {said}"
     return None
 
 
