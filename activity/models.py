@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from activity.accounts import AgentToken, Membership, Role  # noqa: E402  (registered with the app)
 from activity.contract import (
@@ -79,6 +80,16 @@ class Chat(models.Model):
     # The runner's socket says it is alive every RUNNER_HEARTBEAT_SECONDS; a server that died cannot
     # say it has gone, so silence past the grace period counts as gone.
     runner_seen_at = models.DateTimeField(null=True, blank=True)
+    # What the runner's latest ``session_info`` said (frames.SessionInfo): whether it takes
+    # prompts, cancels and mode switches from the web, the modes the web may choose, the
+    # agent's modes ({id, name, description}) and slash commands, whether it stays.
+    allow_web = models.BooleanField(default=False)
+    web_modes: models.JSONField[Any] = models.JSONField(default=list, blank=True)
+    modes: models.JSONField[Any] = models.JSONField(default=list, blank=True)
+    commands: models.JSONField[Any] = models.JSONField(default=list, blank=True)
+    runner_stays = models.BooleanField(default=False)
+    # The runner's reason for refusing the web's last cancel or mode switch, for the page.
+    web_note = models.CharField(max_length=600, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -86,6 +97,38 @@ class Chat(models.Model):
 
     def __str__(self) -> str:
         return self.title or str(self.id)
+
+    @property
+    def takes_prompts(self) -> bool:
+        """The web may send this run a message now: it allows it, and its runner is
+        connected or stays (a message waits for a runner that stays, never for one that left)."""
+        return self.allow_web and (self.runner_connected or self.runner_stays)
+
+    @property
+    def web_choices(self) -> list[dict[str, Any]]:
+        """The agent's modes the web may switch to (in ``--web-modes``), in the agent's order."""
+        return [mode for mode in self.modes if mode.get("id") in self.web_modes]
+
+    @cached_property
+    def web_queue(self) -> list[WebPrompt]:
+        """The web's messages not yet turned into turns: queued, sent, refused (one query,
+        none for a run that takes nothing from the web)."""
+        if not self.allow_web:
+            return []
+        waiting = self.web_prompts.filter(status__in=WebPrompt.SHOWN).select_related("author")
+        return list(waiting.order_by("created_at"))
+
+    @cached_property
+    def web_people(self) -> dict[int, str]:
+        """The names of whoever sent or cancelled this chat's turns from the web, by user id:
+        one query for a whole page of turns."""
+        from django.contrib.auth import get_user_model
+
+        user = get_user_model()
+        people = user.objects.filter(
+            models.Q(sent_turns__chat=self) | models.Q(cancelled_turns__chat=self)
+        )
+        return dict(people.distinct().values_list("pk", user.USERNAME_FIELD))
 
 
 class InferenceAttempt(models.Model):
@@ -101,6 +144,23 @@ class InferenceAttempt(models.Model):
     usage: models.JSONField[Any] = models.JSONField(null=True, blank=True)
     # What koruweb did not understand of what the agent sent in this turn, for the page.
     notes: models.JSONField[Any] = models.JSONField(default=list, blank=True)
+    # Who sent its prompt from the web (null: the runner's own prompt), and who asked from
+    # the web to cancel it, when.
+    sent_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="sent_turns",
+    )
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="cancelled_turns",
+    )
+    cancel_asked_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveBigIntegerField(default=0)
     created_version = models.PositiveBigIntegerField(default=0)
 
@@ -109,6 +169,14 @@ class InferenceAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"turn {self.id}"
+
+    @property
+    def sent_by_name(self) -> str:
+        return self.chat.web_people.get(self.sent_by_id or 0, "a former member")
+
+    @property
+    def cancelled_by_name(self) -> str:
+        return self.chat.web_people.get(self.cancelled_by_id or 0, "a former member")
 
 
 class Message(models.Model):
@@ -308,3 +376,50 @@ class Comment(models.Model):
 
     def __str__(self) -> str:
         return f"comment by {self.author} on {self.tool_id}"
+
+
+class WebPromptStatus(models.TextChoices):
+    QUEUED = "queued"  # waits for the running turn to end (or the runner to come back)
+    SENT = "sent"  # on its way to the runner, resent on every hello until its turn starts
+    STARTED = "started"  # its turn started (``attempt``)
+    REFUSED = "refused"  # the runner would not run it (``refused_reason``)
+    REMOVED = "removed"  # taken back by a person before it was sent
+
+
+class WebPrompt(models.Model):
+    """A person's message to the agent, sent from the run's page (issue 16): kept until the
+    runner has started its turn, like an answer until the runner has it (``drive.py``)."""
+
+    SHOWN = (WebPromptStatus.QUEUED, WebPromptStatus.SENT, WebPromptStatus.REFUSED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="web_prompts")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    text = models.TextField()
+    status = models.CharField(
+        max_length=16, choices=WebPromptStatus.choices, default=WebPromptStatus.QUEUED
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    attempt = models.ForeignKey(
+        InferenceAttempt,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="web_prompts",
+    )
+    refused_reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["chat", "status", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"web prompt {self.id} ({self.status})"
+
+    @property
+    def author_name(self) -> str:
+        return self.author.get_username() if self.author else "a former member"
