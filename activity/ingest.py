@@ -1,14 +1,13 @@
 """Ingest: apply a batch of the runner's frames to the database.
 
-1. Lock the chat row: every write to a chat happens under it, so batches never interleave.
-2. Skip frames already applied (``seq`` ≤ ``chat.last_seq``): a resend after a reconnect is safe.
-3. Apply each frame to an in-memory working set through the pure merge. A frame that cannot be
+1. Lock the chat row (every write to a chat happens under it: batches never interleave); skip
+   frames already applied (``seq`` ≤ ``chat.last_seq``): a resend after a reconnect is safe.
+2. Apply each frame to an in-memory working set through the pure merge. A frame that cannot be
    applied raises ``FrameError`` before it changes anything; it is skipped and reported (and,
    like every frame, acknowledged). A message from the agent that is skipped is counted on its
    turn: the page shows "N messages from the agent could not be read" and the last reason.
-4. Write what changed once (``chats.change``): new objects inserted in bulk, each changed
-   object saved once, the chat's version bumped once for the whole batch.
-5. The caller announces the change after commit (``broadcast.announce``) and acknowledges.
+3. Write what changed once (``chats.change``): in bulk, under one new chat version.
+4. The caller announces the change after commit (``broadcast.announce``) and acknowledges.
 
 A frame alone is applied or refused. What only the database refuses (on PostgreSQL a NUL
 character, a string longer than its column, an integer out of range) fails the batch's
@@ -28,7 +27,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 
-from activity import chats, prompts
+from activity import chats, drive, prompts
 from activity.calls import apply, close, finish_turn, set_state
 from activity.contract import ChoiceIntent, ToolApproval, bound
 from activity.frames import (
@@ -205,6 +204,8 @@ def apply_frame(work: Work, frame: NumberedFrame) -> None:
             close_prompt(work, frame)
         case TurnEnded():
             end_turn(work, frame)
+        case _:  # what the run lets the web do, what it refused of it
+            drive.apply(work, frame)
 
 
 def apply_acp(work: Work, frame: Acp) -> None:

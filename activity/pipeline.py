@@ -9,7 +9,7 @@ session does with them, in order:
    ``CLOSE_FORBIDDEN`` and changes nothing); this socket becomes the only one in the chat's
    runner group (answers go only to the runner that proved the chat is its own); the runner is
    told the highest seq the server has (``Ack``) and gets the answers given while it was away
-   (``answers.pending``).
+   (``answers.pending``) and the web's messages not yet started (``drive.on_hello``).
 2. Every later frame is parsed and cleaned (``boundary.load``), validated and queued; a frame
    that fails is refused (an ``Error`` that acknowledges its seq, when it names a usable one),
    alone. One drain at a time takes all that is queued as a batch: ingested in one
@@ -38,7 +38,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from pydantic import ValidationError
 
-from activity import answers, boundary, broadcast, groups, presence, watchdog
+from activity import answers, boundary, broadcast, drive, groups, presence, watchdog
 from activity.frames import (
     CLOSE_FORBIDDEN,
     CLOSE_PROTOCOL,
@@ -165,6 +165,10 @@ class RunnerSession:
             for answer in waiting:  # given while this runner was away
                 await self.socket.send_text(answer.model_dump_json())
             await broadcast.announce(change)
+            messages, change = await database_sync_to_async(drive.on_hello)(hello.chat_id)
+            for text in messages:  # the web's messages not yet started, or the next queued
+                await self.socket.send_text(text)
+            await broadcast.announce(change)
         except SERVER_FAULTS as fault:  # its answers wait for the next connection
             log.warning("a runner's hello for chat %s failed: %s", hello.chat_id, fault)
             await self.close(CLOSE_UNAVAILABLE, UNAVAILABLE)
@@ -193,11 +197,15 @@ class RunnerSession:
         assert self.chat_id is not None
         try:
             while self.pending and not self.closing:
-                result = await database_sync_to_async(ingest)(self.chat_id, self.next_batch())
+                batch = self.next_batch()
+                result = await database_sync_to_async(ingest)(self.chat_id, batch)
                 for seq, problem in result.errors:
                     await self.say(Error(seq=seq, error=problem))
                 await self.say(Ack(seq=result.acked))
                 await broadcast.announce(result.change)
+                if any(isinstance(frame, drive.MAY_SEND) for frame in batch):
+                    for text in await database_sync_to_async(drive.sent)(self.chat_id):
+                        await self.socket.send_text(text)  # the next message from the web
         except FrameError as error:
             await self.say(Error(seq=None, error=str(error)))
             await self.close(CLOSE_PROTOCOL, "frames were lost; reconnect and resend")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from activity import drive
 from activity.calls import finish_turn
 from activity.contract import bound
 from activity.frames import TurnEnded, TurnStarted
@@ -53,6 +54,8 @@ def start_turn(work: Work, frame: TurnStarted) -> None:
     if frame.mode and frame.mode != chat.mode:
         chat.mode = frame.mode
         work.touch_meta("mode")
+    if frame.web_prompt_id is not None:  # a person's message from the web
+        drive.turn_started(work, frame, attempt)
 
 
 def end_turn(work: Work, frame: TurnEnded) -> None:
@@ -69,3 +72,4 @@ def end_turn(work: Work, frame: TurnEnded) -> None:
     if frame.error:
         add_note(work, f"The agent ended the turn with an error: {frame.error}")
     finish_turn(work, attempt, frame.stop_reason, frame.at)
+    drive.turn_ended(work)  # the next queued message from the web goes
