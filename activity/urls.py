@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from activity import review, search_views, views, workspaces
+from activity import drive_views, host_views, review, search_views, views, workspaces
 
 urlpatterns = [
     path("", views.runs, name="runs"),
@@ -16,6 +16,19 @@ urlpatterns = [
     path("search/", search_views.search, name="search"),
     path("prompts/<uuid:prompt_id>/answer", views.answer, name="answer"),
     path("chats/<uuid:chat_id>/delete", workspaces.delete_run, name="delete-run"),
+    path("chats/<uuid:chat_id>/messages", drive_views.send, name="web-send"),
+    path("chats/<uuid:chat_id>/messages/<uuid:prompt_id>/edit", drive_views.edit, name="web-edit"),
+    path(
+        "chats/<uuid:chat_id>/messages/<uuid:prompt_id>/remove",
+        drive_views.remove,
+        name="web-remove",
+    ),
+    path(
+        "chats/<uuid:chat_id>/turns/<uuid:attempt_id>/cancel",
+        drive_views.cancel,
+        name="web-cancel",
+    ),
+    path("chats/<uuid:chat_id>/mode", drive_views.mode, name="web-mode"),
     path("workspaces/", workspaces.workspaces, name="workspaces"),
     path("workspaces/<slug:slug>/", workspaces.workspace, name="workspace"),
     path("workspaces/<slug:slug>/members/add", workspaces.add_member, name="add-member"),
@@ -35,4 +48,7 @@ urlpatterns = [
         workspaces.revoke_token,
         name="revoke-token",
     ),
+    path("runs/new", host_views.new_run, name="new-run"),
+    path("runs/new/start", host_views.start, name="new-run-start"),
+    path("runs/new/<uuid:run_id>/", host_views.starting, name="new-run-starting"),
 ]

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from activity import access, answers, broadcast, dom, reads
 from activity import runs as runs_list
+from activity.frames import WEB_PROMPT_CHARS
 from activity.models import Prompt, Role
 
 
@@ -45,6 +46,7 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
         "version": version,
         "can_answer": access.can_answer(request.user, found),
         "can_manage": access.role_in(request.user, found.workspace_id) == Role.ADMIN,
+        "web_prompt_chars": WEB_PROMPT_CHARS,
     }
     return render(request, "activity/chat.html", context)
 

@@ -279,7 +279,9 @@ def apply_push(page: Node, content: str) -> None:
 
 
 def blank_page() -> Node:
-    return parse('<section id="chat-head"></section><div id="turns"></div>')
+    return parse(
+        '<section id="chat-head"></section><div id="turns"></div><section id="drive"></section>'
+    )
 
 
 def built_by(page: Node, texts: list[str], since: int) -> tuple[str, int]:

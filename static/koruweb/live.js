@@ -8,7 +8,7 @@
   const live = document.getElementById("live");
   if (!live) return;
   const status = document.getElementById("connection");
-  const REGIONS = ["chat-head", "turns"]; // what a reload fetches: everything a push changes
+  const REGIONS = ["chat-head", "turns", "drive"]; // what a reload fetches: everything a push changes
   const WORDS = {
     connecting: "Connecting…",
     live: "Live",

@@ -1,0 +1,110 @@
+// The message box of a run that takes prompts from the web (activity/drive.py). Enter sends,
+// Shift+Enter is a new line; "/" at the start offers the agent's commands (pushed in #drive as
+// .drive-commands) in a listbox: arrows move, Enter or Tab takes one, Escape closes it. A message
+// sent leaves the box; a queued message saved closes its editor.
+(() => {
+  const box = document.getElementById("compose-text");
+  const list = document.getElementById("command-list");
+  let shown = []; // the commands the list offers now
+  let active = -1;
+
+  const commands = () =>
+    [...document.querySelectorAll("#drive .drive-commands li")].map((item) => ({
+      name: item.dataset.name,
+      hint: item.dataset.hint || "",
+      description: item.textContent,
+    }));
+
+  const close = () => {
+    if (!list) return;
+    list.hidden = true;
+    list.replaceChildren();
+    shown = [];
+    active = -1;
+    box.removeAttribute("aria-activedescendant");
+  };
+
+  const mark = (index) => {
+    active = index;
+    [...list.children].forEach((item, n) => item.setAttribute("aria-selected", String(n === index)));
+    if (index < 0) return box.removeAttribute("aria-activedescendant");
+    box.setAttribute("aria-activedescendant", list.children[index].id);
+    list.children[index].scrollIntoView({ block: "nearest" });
+  };
+
+  const take = (index) => {
+    const command = shown[index];
+    if (!command) return;
+    box.value = `/${command.name} `;
+    box.setSelectionRange(box.value.length, box.value.length);
+    close();
+    box.focus();
+  };
+
+  // The word being typed, while it is a "/" at the very start and nothing after it yet.
+  const offer = () => {
+    const typed = /^\/(\S*)$/.exec(box.value);
+    if (!list || !typed) return close();
+    const word = typed[1].toLowerCase();
+    shown = commands().filter((c) => c.name.toLowerCase().startsWith(word));
+    if (!shown.length) return close();
+    list.replaceChildren(
+      ...shown.map((command, n) => {
+        const item = document.createElement("li");
+        item.id = `command-${n}`;
+        item.setAttribute("role", "option");
+        const name = document.createElement("span");
+        name.className = "command-name";
+        name.textContent = `/${command.name}`;
+        const about = document.createElement("span");
+        about.className = "command-about";
+        about.textContent = [command.hint, command.description].filter(Boolean).join(" — ");
+        item.append(name, " ", about);
+        item.addEventListener("mousedown", (event) => {
+          event.preventDefault(); // the box keeps the focus
+          take(n);
+        });
+        return item;
+      }),
+    );
+    list.hidden = false;
+    mark(0);
+  };
+
+  if (box) {
+    box.addEventListener("input", offer);
+    box.addEventListener("blur", close);
+    box.addEventListener("keydown", (event) => {
+      const open = list && !list.hidden && shown.length;
+      if (open && (event.key === "ArrowDown" || event.key === "ArrowUp")) {
+        event.preventDefault();
+        const step = event.key === "ArrowDown" ? 1 : -1;
+        mark((active + step + shown.length) % shown.length);
+        return;
+      }
+      if (open && event.key === "Escape") {
+        event.preventDefault();
+        return close();
+      }
+      if (open && (event.key === "Tab" || (event.key === "Enter" && !event.shiftKey))) {
+        event.preventDefault();
+        return take(Math.max(active, 0));
+      }
+      if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+      event.preventDefault();
+      if (box.value.trim()) box.form.requestSubmit();
+    });
+  }
+
+  document.addEventListener("htmx:after:request", (event) => {
+    const ok = (event.detail?.ctx?.response?.status ?? 500) < 400;
+    const form = event.target.closest?.("form");
+    if (!form || !ok) return;
+    if (form.id === "compose") {
+      form.reset();
+      close();
+    } else if (form.classList.contains("edit-form")) {
+      form.closest("details")?.removeAttribute("open");
+    }
+  });
+})();

@@ -1,0 +1,448 @@
+"""Driving a run from the web: messages, the queue, cancel and modes, through a runner's session
+(``pipeline.RunnerSession`` on a fake socket) and the pages' POSTs (Django's test client)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.test import Client
+
+from activity import broadcast, drive, pipeline
+from activity.frames import WEB_PROMPT_CHARS
+from activity.models import Chat, InferenceAttempt, WebPrompt
+from tests import frames
+from tests.test_pipeline import (  # noqa: F401  (fixtures: the channel layer flushed, a token)
+    FakeSocket,
+    close_connections,
+    say,
+    session,
+    socket_of,
+    token,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+MODES = [
+    {"id": "default", "name": "Ask first", "description": "Asks before it acts"},
+    {"id": "plan", "name": "Plan", "description": "Plans, changes nothing"},
+    {"id": "bypassPermissions", "name": "Bypass", "description": "Runs anything"},
+]
+COMMANDS = [{"name": "review", "description": "Review the diff", "hint": ""}]
+
+
+def session_info(seq: int, allow_web: bool = True, stays: bool = False, **more: Any) -> dict:
+    return {
+        "type": "session_info",
+        "seq": seq,
+        "at": frames.T0 + seq,
+        "allow_web": allow_web,
+        "web_modes": ["default", "plan"],
+        "modes": MODES,
+        "mode": "default",
+        "commands": COMMANDS,
+        "stays": stays,
+        **more,
+    }
+
+
+def web_turn(seq: int, attempt: uuid.UUID, prompt: WebPrompt) -> dict[str, Any]:
+    started = frames.turn_started(seq, attempt, uuid.uuid4(), prompt=prompt.text)
+    return {**started, "web_prompt_id": str(prompt.pk)}
+
+
+class Run:
+    """A run whose runner is connected through a session on a fake socket."""
+
+    def __init__(self, runner: pipeline.RunnerSession, chat_id: uuid.UUID) -> None:
+        self.runner, self.chat_id, self.seq = runner, chat_id, 0
+
+    async def say(self, *made: Any) -> None:
+        """Frames from the runner, numbered in order: each ``made`` is a function of the seq."""
+        sent = []
+        for make in made:
+            self.seq += 1
+            sent.append(make(self.seq))
+        await say(self.runner, *sent)
+
+    async def reached(self, kind: str) -> list[dict[str, Any]]:
+        """The frames of ``kind`` the runner has got: on its socket, or through its group (as
+        ``consumers.AgentConsumer.runner_answer`` forwards them)."""
+        socket = socket_of(self.runner)
+        layer = get_channel_layer()
+        while not layer.channels.get(socket.channel_name, asyncio.Queue()).empty():
+            socket.sent.append(json.loads((await layer.receive(socket.channel_name))["text"]))
+        return [frame for frame in socket.sent if frame["type"] == kind]
+
+    async def chat(self) -> Chat:
+        chat: Chat = await database_sync_to_async(Chat.objects.get)(pk=self.chat_id)
+        return chat
+
+    async def prompts(self) -> list[WebPrompt]:
+        found = WebPrompt.objects.filter(chat_id=self.chat_id).order_by("created_at")
+        listed: list[WebPrompt] = await database_sync_to_async(list)(found)
+        return listed
+
+    def url(self, tail: str = "") -> str:
+        return f"/chats/{self.chat_id}/{tail}"
+
+
+async def connect(token, **info: Any) -> Run:  # noqa: F811
+    runner = await session(token)
+    chat_id = uuid.uuid4()
+    await say(runner, frames.hello(chat_id))
+    run = Run(runner, chat_id)
+    await run.say(lambda seq: session_info(seq, **info))
+    return run
+
+
+async def post(client: Client, url: str, **data: str) -> Any:
+    return await sync_to_async(client.post)(url, data, HTTP_HX_REQUEST="true")
+
+
+async def page(client: Client, run: Run) -> str:
+    response = await sync_to_async(client.get)(run.url())
+    return str(response.content.decode())
+
+
+async def test_a_message_posted_from_the_page_reaches_the_runner_as_a_prompt_frame(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token)
+    response = await post(as_approver, run.url("messages"), text="Run the tests, then **fix** them")
+    assert response.status_code == 200 and "Sent." in response.content.decode()
+    [sent] = await run.reached("prompt")
+    [message] = await run.prompts()
+    assert sent == {
+        "type": "prompt",
+        "id": str(message.pk),
+        "text": "Run the tests, then **fix** them",
+        "by": "alice",
+    }
+    assert message.status == "sent" and message.sent_at is not None
+    shown = await page(as_approver, run)
+    assert "on its way to the agent" in shown and "Run the tests, then **fix** them" in shown
+    await run.runner.stop()
+
+
+async def test_the_turn_of_a_message_records_who_sent_it_and_the_message_leaves_the_queue(
+    token,  # noqa: F811
+    as_approver,
+    as_viewer,
+):
+    run = await connect(token)
+    await post(as_approver, run.url("messages"), text="Add a changelog entry")
+    [message] = await run.prompts()
+    attempt = uuid.uuid4()
+    await run.say(lambda seq: web_turn(seq, attempt, message))
+    turn = await database_sync_to_async(InferenceAttempt.objects.get)(pk=attempt)
+    await database_sync_to_async(message.refresh_from_db)()
+    assert message.status == "started" and message.attempt_id == attempt
+    assert turn.sent_by_id == message.author_id
+    shown = await page(as_viewer, run)  # what every member sees
+    assert "from alice, on the web" in shown and "on its way to the agent" not in shown
+    await run.runner.stop()
+
+
+async def test_a_message_sent_while_a_turn_runs_is_queued_and_goes_when_the_turn_ends(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token)
+    attempt = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, attempt, uuid.uuid4()))
+    response = await post(as_approver, run.url("messages"), text="Then update the docs")
+    assert "Queued" in response.content.decode()
+    [message] = await run.prompts()
+    assert message.status == "queued" and await run.reached("prompt") == []
+    assert "goes when the agent is free" in await page(as_approver, run)
+    await run.say(lambda seq: frames.turn_ended(seq, attempt))
+    [sent] = await run.reached("prompt")
+    assert sent["id"] == str(message.pk) and sent["text"] == "Then update the docs"
+    await database_sync_to_async(message.refresh_from_db)()
+    assert message.status == "sent"
+    await run.runner.stop()
+
+
+async def test_queued_messages_go_one_turn_at_a_time_oldest_first(token, as_approver):  # noqa: F811
+    run = await connect(token)
+    first_turn = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, first_turn, uuid.uuid4()))
+    await post(as_approver, run.url("messages"), text="first")
+    await post(as_approver, run.url("messages"), text="second")
+    await run.say(lambda seq: frames.turn_ended(seq, first_turn))
+    assert [f["text"] for f in await run.reached("prompt")] == ["first"]
+    first, _ = await run.prompts()
+    turn = uuid.uuid4()
+    await run.say(lambda seq: web_turn(seq, turn, first), lambda seq: frames.turn_ended(seq, turn))
+    assert [f["text"] for f in await run.reached("prompt")] == ["first", "second"]
+    await run.runner.stop()
+
+
+async def test_a_queued_message_can_be_edited_and_removed_but_a_sent_one_cannot(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token)
+    attempt = uuid.uuid4()
+    await post(as_approver, run.url("messages"), text="Sent at once")
+    await run.say(lambda seq: frames.turn_started(seq, attempt, uuid.uuid4()))
+    await post(as_approver, run.url("messages"), text="Waits its turn")
+    sent, waiting = await run.prompts()
+    edited = await post(as_approver, run.url(f"messages/{waiting.pk}/edit"), text="Waits, edited")
+    assert edited.status_code == 200
+    refused = await post(as_approver, run.url(f"messages/{sent.pk}/edit"), text="Changed")
+    assert refused.status_code == 409 and "already sent" in refused.content.decode()
+    gone = await post(as_approver, run.url(f"messages/{sent.pk}/remove"))
+    assert gone.status_code == 409
+    sent_now, waiting_now = await run.prompts()
+    assert sent_now.text == "Sent at once" and sent_now.status == "sent"
+    assert waiting_now.text == "Waits, edited"
+    assert "Waits, edited" in await page(as_approver, run)
+    assert (await post(as_approver, run.url(f"messages/{waiting.pk}/remove"))).status_code == 200
+    assert [p.status for p in await run.prompts()] == ["sent", "removed"]
+    assert "Waits, edited" not in await page(as_approver, run)
+    await run.say(lambda seq: frames.turn_ended(seq, attempt))
+    assert [f["text"] for f in await run.reached("prompt")] == ["Sent at once", "Sent at once"]
+    await run.runner.stop()
+
+
+async def test_a_message_sent_but_not_started_is_resent_on_the_next_hello_and_started_once(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token)
+    await post(as_approver, run.url("messages"), text="Survive a reconnect")
+    [message] = await run.prompts()
+    await run.runner.stop()  # the runner's connection drops before it started the turn
+    again = Run(await session(token, FakeSocket("socket-2")), run.chat_id)
+    again.seq = run.seq
+    await say(again.runner, frames.hello(run.chat_id, acked=run.seq))
+    [resent] = await again.reached("prompt")
+    assert resent["id"] == str(message.pk)
+    attempt, twice = uuid.uuid4(), uuid.uuid4()
+    await again.say(lambda seq: web_turn(seq, attempt, message))
+    await again.say(lambda seq: web_turn(seq, twice, message))  # a confused runner
+    await database_sync_to_async(message.refresh_from_db)()
+    assert message.status == "started" and message.attempt_id == attempt
+    await again.runner.stop()
+    third = Run(await session(token, FakeSocket("socket-3")), run.chat_id)
+    await say(third.runner, frames.hello(run.chat_id, acked=again.seq))
+    assert await third.reached("prompt") == []  # started: never sent again
+    await third.runner.stop()
+
+
+async def test_a_message_to_a_runner_that_stays_waits_while_it_is_offline_and_goes_on_its_hello(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token, stays=True)
+    await run.runner.stop()
+    response = await post(as_approver, run.url("messages"), text="When you are back")
+    assert response.status_code == 200 and "Queued" in response.content.decode()
+    back = Run(await session(token, FakeSocket("socket-2")), run.chat_id)
+    await say(back.runner, frames.hello(run.chat_id, acked=run.seq))
+    assert [f["text"] for f in await back.reached("prompt")] == ["When you are back"]
+    await back.runner.stop()
+
+
+async def test_a_runner_that_left_for_good_takes_no_more_messages(token, as_approver):  # noqa: F811
+    run = await connect(token, stays=False)
+    await run.runner.stop()
+    response = await post(as_approver, run.url("messages"), text="Anyone there?")
+    assert response.status_code == 409 and "has left" in response.content.decode()
+    assert await run.prompts() == []
+
+
+async def test_a_run_without_allow_web_refuses_messages_and_shows_no_controls(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token, allow_web=False)
+    attempt = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, attempt, uuid.uuid4()))
+    response = await post(as_approver, run.url("messages"), text="Hello?")
+    assert response.status_code == 409 and "--allow-web" in response.content.decode()
+    cancel = await post(as_approver, run.url(f"turns/{attempt}/cancel"))
+    mode = await post(as_approver, run.url("mode"), mode="plan")
+    assert cancel.status_code == 409 and mode.status_code == 409
+    shown = await page(as_approver, run)
+    assert "This run only reports: start it with --allow-web" in shown
+    assert "Cancel turn" not in shown and 'name="mode"' not in shown
+    assert 'data-open="false"' in shown  # the message box (kept for a run that may allow it) hides
+    assert await run.prompts() == [] and await run.reached("cancel") == []
+    await run.runner.stop()
+
+
+async def test_the_page_says_what_a_run_that_takes_prompts_allows(token, as_approver):  # noqa: F811
+    run = await connect(token)
+    shown = await page(as_approver, run)
+    assert "This run takes prompts from the web." in shown
+    assert 'id="compose"' in shown and 'data-open="true"' in shown
+    assert 'data-name="review"' in shown  # the "/" completion's commands
+    await run.runner.stop()
+
+
+async def test_cancel_sends_cancel_to_the_runner_and_the_turn_says_who_cancelled_it(
+    token,  # noqa: F811
+    as_approver,
+    as_viewer,
+):
+    run = await connect(token)
+    attempt = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, attempt, uuid.uuid4()))
+    assert "Cancel turn" in await page(as_approver, run)
+    response = await post(as_approver, run.url(f"turns/{attempt}/cancel"))
+    assert response.status_code == 200
+    [cancel] = await run.reached("cancel")
+    assert cancel["attempt_id"] == str(attempt) and cancel["by"] == "alice"
+    assert cancel["id"] == str(drive.cancel_id(attempt))
+    turn = await database_sync_to_async(InferenceAttempt.objects.get)(pk=attempt)
+    assert turn.cancelled_by_id is not None and turn.cancel_asked_at is not None
+    assert "cancel asked by alice" in await page(as_viewer, run)
+    await run.say(lambda seq: frames.turn_ended(seq, attempt, "cancelled"))
+    assert "cancelled by alice" in await page(as_viewer, run)
+    late = await post(as_approver, run.url(f"turns/{attempt}/cancel"))
+    assert late.status_code == 409 and "not running" in late.content.decode()
+    assert len(await run.reached("cancel")) == 1
+    await run.runner.stop()
+
+
+async def test_a_cancel_the_runner_refuses_is_shown_and_the_turn_is_not_marked_cancelled(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token)
+    attempt = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, attempt, uuid.uuid4()))
+    await post(as_approver, run.url(f"turns/{attempt}/cancel"))
+    refusal = {"type": "web_refused", "id": str(drive.cancel_id(attempt)), "reason": "too late"}
+    await run.say(lambda seq: {**refusal, "seq": seq, "at": frames.T0 + seq})
+    turn = await database_sync_to_async(InferenceAttempt.objects.get)(pk=attempt)
+    assert turn.cancelled_by_id is None
+    assert "The runner refused the web&#x27;s last request: too late" in await page(
+        as_approver, run
+    )
+    await run.runner.stop()
+
+
+async def test_a_message_the_runner_refuses_shows_why_and_the_next_one_goes(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token)
+    await post(as_approver, run.url("messages"), text="Refuse me")
+    await run.runner.stop()
+    back = Run(await session(token, FakeSocket("socket-2")), run.chat_id)
+    back.seq = run.seq
+    await say(back.runner, frames.hello(run.chat_id, acked=run.seq))
+    await post(as_approver, run.url("messages"), text="Take me")  # queued behind the first
+    [first, _] = await back.prompts()
+    refusal = {"type": "web_refused", "id": str(first.pk), "reason": "the agent is busy"}
+    await back.say(lambda seq: {**refusal, "seq": seq, "at": frames.T0 + seq})
+    assert [f["text"] for f in await back.reached("prompt")] == ["Refuse me", "Take me"]
+    assert [p.status for p in await back.prompts()] == ["refused", "sent"]
+    assert "The runner refused it: the agent is busy" in await page(as_approver, back)
+    await back.runner.stop()
+
+
+async def test_a_mode_switch_goes_only_for_a_mode_the_web_may_choose(token, as_approver):  # noqa: F811
+    run = await connect(token)
+    response = await post(as_approver, run.url("mode"), mode="plan")
+    assert response.status_code == 200
+    [asked] = await run.reached("set_mode")
+    assert asked["mode"] == "plan" and asked["by"] == "alice"
+    for mode in ("bypassPermissions", "yolo"):  # the agent's, but not --web-modes; nobody's
+        refused = await post(as_approver, run.url("mode"), mode=mode)
+        assert refused.status_code == 400 and "does not let the web choose" in str(refused.content)
+    assert len(await run.reached("set_mode")) == 1
+    shown = await page(as_approver, run)
+    assert 'value="plan"' in shown and 'value="bypassPermissions"' not in shown
+    await run.runner.stop()
+
+
+async def test_the_agents_mode_change_shows_as_the_current_mode(token, as_approver):  # noqa: F811
+    run = await connect(token)
+    switched = {"sessionUpdate": "current_mode_update", "currentModeId": "plan"}
+    await run.say(lambda seq: frames.update(seq, switched))
+    assert (await run.chat()).mode == "plan"
+    shown = await page(as_approver, run)
+    assert 'value="plan" aria-pressed="true"' in shown
+    assert 'value="default" aria-pressed="false"' in shown
+    await run.runner.stop()
+
+
+@pytest.mark.parametrize("who", ["as_viewer", "as_outsider"])
+async def test_viewers_and_outsiders_are_refused_every_action_and_nothing_changes(
+    token,  # noqa: F811
+    as_approver,
+    as_viewer,
+    as_outsider,
+    who,
+):
+    client = as_viewer if who == "as_viewer" else as_outsider
+    run = await connect(token)
+    attempt = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, attempt, uuid.uuid4()))
+    await post(as_approver, run.url("messages"), text="Queued by alice")
+    [queued] = await run.prompts()
+    before = (await run.chat()).version
+    expected = 403 if who == "as_viewer" else 404
+    for url, data in [
+        (run.url("messages"), {"text": "Let me in"}),
+        (run.url(f"messages/{queued.pk}/edit"), {"text": "Changed"}),
+        (run.url(f"messages/{queued.pk}/remove"), {}),
+        (run.url(f"turns/{attempt}/cancel"), {}),
+        (run.url("mode"), {"mode": "plan"}),
+    ]:
+        assert (await post(client, url, **data)).status_code == expected, url
+    [still] = await run.prompts()
+    assert still.text == "Queued by alice" and still.status == "queued"
+    assert (await run.chat()).version == before
+    for kind in ("prompt", "cancel", "set_mode"):
+        assert await run.reached(kind) == []
+    await run.runner.stop()
+
+
+async def test_a_viewer_gets_no_message_box_and_the_push_carries_no_token(
+    token,  # noqa: F811
+    as_approver,
+    as_viewer,
+):
+    run = await connect(token)
+    attempt = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, attempt, uuid.uuid4()))
+    before = (await run.chat()).version
+    await post(as_approver, run.url("messages"), text="Queued for later")
+    shown = await page(as_viewer, run)
+    assert 'id="compose"' not in shown and 'data-can-answer="false"' in shown
+    pushed, _ = await database_sync_to_async(broadcast.render_changes)(run.chat_id, before)
+    assert "Queued for later" in pushed and 'id="compose"' not in pushed
+    assert "csrfmiddlewaretoken" not in pushed
+    await run.runner.stop()
+
+
+async def test_a_message_without_the_csrf_token_is_refused(token, acme_approver):  # noqa: F811
+    run = await connect(token)
+    client = Client(enforce_csrf_checks=True)
+    await sync_to_async(client.force_login)(acme_approver)
+    response = await sync_to_async(client.post)(run.url("messages"), {"text": "Forged"})
+    assert response.status_code == 403
+    assert await run.prompts() == [] and await run.reached("prompt") == []
+    await run.runner.stop()
+
+
+async def test_an_empty_or_oversized_message_is_refused(token, as_approver):  # noqa: F811
+    run = await connect(token)
+    assert (await post(as_approver, run.url("messages"), text="  \n")).status_code == 400
+    huge = "x" * (WEB_PROMPT_CHARS + 1)
+    assert (await post(as_approver, run.url("messages"), text=huge)).status_code == 400
+    assert await run.prompts() == []
+    await run.runner.stop()
