@@ -1,0 +1,316 @@
+"""Driving a run from its page in a real browser: send a message and see its turn run, queue one
+during a turn and see it go after, cancel a running turn, switch a mode.
+
+Two kinds of runner: the test's own (``tests/browser/runner.Runner``, a real socket that says
+exactly what the test scripts, for what the page shows) and the real one (``manage.py agent
+--allow-web`` with ``tests/agents/sdk_agent.py``, for what an agent does with it). The tests
+wait for states, never for times. Screenshots at a desktop's size and a phone's go to
+``var/screenshots/`` for a person to look at.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from playwright.sync_api import Page, expect
+
+from activity.models import InferenceAttempt, Role, WebPrompt
+from tests import frames
+from tests.browser.helpers import Live, Team, member, open_chat, sign_in, watch
+from tests.browser.runner import Runner
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
+PHONE: dict[str, Any] = {
+    "viewport": {"width": 390, "height": 844},
+    "device_scale_factor": 2,
+    "is_mobile": True,
+    "has_touch": True,
+}
+MODES = [
+    {"id": "default", "name": "Ask first", "description": "Asks before it acts"},
+    {"id": "plan", "name": "Plan", "description": "Plans, changes nothing"},
+    {"id": "bypassPermissions", "name": "Bypass", "description": "Runs anything"},
+]
+COMMANDS = [
+    {"name": "review", "description": "Review the changes", "hint": ""},
+    {"name": "release", "description": "Cut a release", "hint": "version"},
+    {"name": "init", "description": "Write an AGENTS.md", "hint": ""},
+]
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """What the person sees now, kept as var/screenshots/<name>.png."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.evaluate("() => document.getAnimations().forEach((a) => a.finish())")
+    page.screenshot(path=path, full_page=True)
+    return path
+
+
+def sideways(page: Page) -> int:
+    return int(
+        page.evaluate(
+            "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+    )
+
+
+# --- the test's own runner -------------------------------------------------------------------
+
+
+class Scripted:
+    """The test's runner, numbering its frames, and what the server sent it."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner, self.seq = runner, 0
+
+    def send(self, *made: Callable[[int], dict[str, Any]]) -> None:
+        sent = []
+        for make in made:
+            self.seq += 1
+            sent.append(make(self.seq))
+        self.runner.send(*sent)
+
+    def session_info(self, **info: Any) -> None:
+        fields = {
+            "allow_web": True,
+            "web_modes": ["default", "plan"],
+            "modes": MODES,
+            "mode": "default",
+            "commands": COMMANDS,
+            "stays": True,
+        }
+        fields.update(info)
+        self.send(lambda seq: {"type": "session_info", "seq": seq, "at": frames.T0 + seq, **fields})
+
+    def heard(self, kind: str, within: float = 5) -> dict[str, Any]:
+        """The next frame of ``kind`` the server sent this runner (acks taken as they pass)."""
+        runner = self.runner
+        assert runner.socket is not None
+        deadline = time.monotonic() + within
+        while True:
+            found = next((m for m in runner.received if m.get("type") == kind), None)
+            if found is not None:
+                runner.received.remove(found)
+                return found
+            left = deadline - time.monotonic()
+            assert left > 0, f"the runner heard no {kind}: {runner.received}"
+            message = runner.socket.receive_json(timeout=max(0.05, left))
+            if message.get("type") == "ack":
+                runner._acknowledged(message["seq"])
+            else:
+                runner.received.append(message)
+
+    def start(self, web_prompt: dict[str, Any] | None = None, prompt: str = "Fix it") -> uuid.UUID:
+        attempt = uuid.uuid4()
+        text = web_prompt["text"] if web_prompt else prompt
+
+        def started(seq: int) -> dict[str, Any]:
+            frame = frames.turn_started(seq, attempt, uuid.uuid4(), prompt=text, title="Tidy up")
+            return {**frame, "web_prompt_id": web_prompt["id"]} if web_prompt else frame
+
+        self.send(started)
+        return attempt
+
+    def end(self, attempt: uuid.UUID, reason: str = "end_turn") -> None:
+        self.send(lambda seq: frames.turn_ended(seq, attempt, reason))
+
+
+@pytest.fixture
+def scripted(runner: Runner) -> Scripted:
+    agent = Scripted(runner)
+    agent.session_info()
+    return agent
+
+
+def approver(page: Page, live: Live, team: Team, runner: Runner, name: str = "bob") -> Page:
+    sign_in(page, member(team.workspace, name, Role.APPROVER))
+    open_chat(page, live, runner.chat_id)
+    return page
+
+
+def box(page: Page) -> Any:
+    return page.get_by_label("Message the agent")
+
+
+def queue(page: Page) -> Any:
+    return page.locator("#drive .web-prompt")
+
+
+def turns(page: Page) -> Any:
+    return page.locator("#turns section.turn")
+
+
+# --- the page, with the test's runner --------------------------------------------------------
+
+
+def test_enter_sends_a_message_the_runner_gets_it_and_its_turn_says_who_sent_it(
+    page: Page, page_errors: list[str], live: Live, new_page: Callable[..., Page], team: Team,
+    runner: Runner, scripted: Scripted,
+):  # fmt: skip
+    approver(page, live, team, runner)
+    alices = new_page()  # a viewer watching: sees the message and the turn, no controls
+    alices_live = watch(alices)
+    sign_in(alices, team.viewer)
+    open_chat(alices, alices_live, runner.chat_id)
+    expect(page.locator("#drive .allows")).to_have_text("This run takes prompts from the web.")
+    expect(box(alices)).to_have_count(0)
+    box(page).fill("Rename the helper")
+    box(page).press("Shift+Enter")
+    box(page).type("and **update** its callers")
+    box(page).press("Enter")
+    heard = scripted.heard("prompt")
+    assert heard["text"] == "Rename the helper\nand **update** its callers" and heard["by"] == "bob"
+    expect(box(page)).to_have_value("")
+    for person in (page, alices):  # shown at once as on its way, to everyone
+        expect(queue(person)).to_have_count(1)
+        expect(queue(person).locator(".badge")).to_have_text("Sent")
+    expect(alices.locator("#drive .drive-control:visible")).to_have_count(0)
+    screenshot(page, "drive-desktop-sent")
+    screenshot(alices, "drive-desktop-viewer")
+    attempt = scripted.start(heard)
+    for person in (page, alices):
+        expect(queue(person)).to_have_count(0)
+        expect(turns(person).last.locator(".sent-by")).to_have_text("from bob, on the web")
+    expect(page.get_by_role("button", name="Cancel turn")).to_be_visible()
+    expect(alices.get_by_role("button", name="Cancel turn")).to_be_hidden()
+    scripted.end(attempt)
+    expect(page.get_by_role("button", name="Cancel turn")).to_have_count(0)
+    assert page_errors == []
+
+
+def test_a_message_sent_during_a_turn_is_queued_editable_removable_and_goes_after(
+    page: Page, page_errors: list[str], live: Live, team: Team, runner: Runner,
+    scripted: Scripted,
+):  # fmt: skip
+    approver(page, live, team, runner)
+    attempt = scripted.start(prompt="Run the migrations")
+    expect(turns(page)).to_have_count(1)
+    for text in ("Then the docs", "And a typo"):
+        box(page).fill(text)
+        page.get_by_role("button", name="Send").click()
+        expect(queue(page).filter(has_text=text).locator(".badge")).to_have_text("Queued")
+    expect(page.locator("#compose-said")).to_contain_text("Queued")
+    first = queue(page).filter(has_text="Then the docs")
+    first.get_by_text("Edit").click()
+    first.get_by_label("Edit this queued message").fill("Then the docs, briefly")
+    first.get_by_role("button", name="Save").click()
+    expect(first.locator(".web-prompt-text")).to_have_text("Then the docs, briefly")
+    expect(first.locator("details.edit")).not_to_have_attribute("open", "")
+    queue(page).filter(has_text="And a typo").get_by_role("button", name="Remove").click()
+    expect(queue(page)).to_have_count(1)
+    screenshot(page, "drive-desktop-queued")
+    scripted.end(attempt)  # the turn ends: the queued message goes
+    heard = scripted.heard("prompt")
+    assert heard["text"] == "Then the docs, briefly"
+    expect(queue(page).locator(".badge")).to_have_text("Sent")
+    scripted.start(heard)
+    expect(queue(page)).to_have_count(0)
+    expect(turns(page)).to_have_count(2)
+    assert [p.status for p in WebPrompt.objects.order_by("created_at")] == ["started", "removed"]
+    assert page_errors == []
+
+
+def test_cancel_asks_the_runner_and_the_turn_says_who_cancelled_it(
+    page: Page, page_errors: list[str], live: Live, team: Team, runner: Runner,
+    scripted: Scripted,
+):  # fmt: skip
+    approver(page, live, team, runner)
+    attempt = scripted.start(prompt="Wait for the build")
+    page.get_by_role("button", name="Cancel turn").click()
+    heard = scripted.heard("cancel")
+    assert heard["attempt_id"] == str(attempt) and heard["by"] == "bob"
+    head = turns(page).last.locator(".turn-status")
+    expect(head.locator(".cancelled-by")).to_have_text("cancel asked by bob")
+    scripted.end(attempt, "cancelled")
+    expect(head.locator(".cancelled-by")).to_have_text("cancelled by bob")
+    expect(head.locator(".badge")).to_have_text("ended: cancelled")
+    assert InferenceAttempt.objects.get(pk=attempt).cancelled_by is not None
+    assert page_errors == []
+
+
+def test_the_mode_switch_offers_the_web_modes_and_follows_the_agent(
+    page: Page, page_errors: list[str], live: Live, team: Team, runner: Runner,
+    scripted: Scripted,
+):  # fmt: skip
+    approver(page, live, team, runner)
+    modes = page.locator("#drive .segmented button")
+    expect(modes).to_have_text(["Ask first", "Plan"])  # not Bypass: not in --web-modes
+    expect(page.get_by_role("button", name="Ask first")).to_have_attribute("aria-pressed", "true")
+    page.get_by_role("button", name="Plan").click()
+    assert scripted.heard("set_mode")["mode"] == "plan"
+    switched = {"sessionUpdate": "current_mode_update", "currentModeId": "plan"}
+    scripted.send(lambda seq: frames.update(seq, switched))
+    expect(page.get_by_role("button", name="Plan")).to_have_attribute("aria-pressed", "true")
+    expect(page.get_by_role("button", name="Ask first")).to_have_attribute("aria-pressed", "false")
+    assert page_errors == []
+
+
+def test_slash_offers_the_agents_commands_in_a_list_the_keyboard_can_choose_from(
+    page: Page, page_errors: list[str], live: Live, team: Team, runner: Runner,
+    scripted: Scripted,
+):  # fmt: skip
+    approver(page, live, team, runner)
+    box(page).press("/")
+    options = page.get_by_role("listbox", name="The agent's commands").get_by_role("option")
+    expect(options).to_have_count(3)
+    box(page).type("re")
+    expect(options).to_have_count(2)
+    expect(options.first).to_have_attribute("aria-selected", "true")
+    box(page).press("ArrowDown")
+    expect(options.nth(1)).to_have_attribute("aria-selected", "true")
+    screenshot(page, "drive-desktop-commands")
+    box(page).press("Enter")  # takes the command; does not send
+    expect(box(page)).to_have_value("/release ")
+    expect(options).to_have_count(0)
+    box(page).type("2.1")
+    box(page).press("Enter")
+    assert scripted.heard("prompt")["text"] == "/release 2.1"
+    assert page_errors == []
+
+
+def test_a_run_that_only_reports_says_so_and_shows_no_controls(
+    page: Page, page_errors: list[str], live: Live, team: Team, runner: Runner,
+):  # fmt: skip
+    scripted = Scripted(runner)
+    scripted.session_info(allow_web=False)
+    approver(page, live, team, runner)
+    scripted.start(prompt="Work alone")
+    expect(page.locator("#drive .allows")).to_have_text(
+        "This run only reports: start it with --allow-web to prompt it from here."
+    )
+    expect(box(page)).to_be_hidden()
+    expect(page.get_by_role("button", name="Cancel turn")).to_have_count(0)
+    scripted.session_info(allow_web=True)  # a run may start to allow it: the page follows
+    expect(box(page)).to_be_visible()
+    expect(page.get_by_role("button", name="Cancel turn")).to_be_visible()
+    assert page_errors == []
+
+
+def test_on_a_phone_the_controls_fit_the_screen(
+    new_page: Callable[..., Page], team: Team, runner: Runner, scripted: Scripted,
+):  # fmt: skip
+    phone = new_page(**PHONE)
+    page_errors: list[str] = []
+    phone.on("pageerror", lambda error: page_errors.append(str(error)))
+    phone_live = watch(phone)
+    approver(phone, phone_live, team, runner)
+    attempt = scripted.start(prompt="Make the tests pass on CI, not just on my laptop")
+    box(phone).fill("Then open a pull request with a summary of what changed")
+    phone.get_by_role("button", name="Send").click()
+    expect(queue(phone).locator(".badge")).to_have_text("Queued")
+    expect(phone.get_by_role("button", name="Cancel turn")).to_be_visible()
+    assert sideways(phone) == 0
+    screenshot(phone, "drive-phone-queued")
+    scripted.end(attempt)
+    scripted.heard("prompt")
+    expect(queue(phone).locator(".badge")).to_have_text("Sent")
+    assert page_errors == []
