@@ -4,6 +4,7 @@
 hello, batches, acknowledgements, heartbeat; its close codes). ``ViewerConsumer``
 (``/ws/chats/<id>/``) sends a browser what changed since the version it shows, then every push.
 ``InboxConsumer`` (``/ws/inbox/``) re-renders a person's open prompts when one opens or closes.
+``HostConsumer`` (``/ws/host/``) relays an agent host's socket to its ``hosts.HostSession``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from django.conf import settings
 from redis.exceptions import RedisError
 
 from activity import access, broadcast, groups
+from activity.accounts import TokenKind
 from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
+from activity.hosts import HostSession
 from activity.models import AgentToken
 from activity.pipeline import RunnerSession
 
@@ -106,6 +109,54 @@ class AgentConsumer(Relay):
     async def disconnect(self, code: int) -> None:
         if self.session is not None:
             await self.session.stop()
+
+    async def send_text(self, text: str) -> None:
+        await self.send(text_data=text)
+
+    async def join(self, group: str) -> None:
+        await self.channel_layer.group_add(group, self.channel_name)
+
+    async def leave(self, group: str) -> None:
+        await self.channel_layer.group_discard(group, self.channel_name)
+
+
+class HostConsumer(Relay):
+    """``/ws/host/``: an agent host's socket (a host token only), relayed to its
+    ``hosts.HostSession``; its heartbeat ends with the consumer (G21)."""
+
+    host: HostSession | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.host is not None:
+                self.host.end_tasks()
+
+    async def connect(self) -> None:
+        await self.accept()
+        authorization = header(self.scope, b"authorization")
+        token = await database_sync_to_async(AgentToken.authenticate)(authorization, TokenKind.HOST)
+        if token is None:
+            await self.close(code=CLOSE_UNAUTHORIZED, reason="a valid host token is required")
+            return
+        self.host = HostSession(token.workspace_id, token.pk, self)
+        await self.host.start()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.host is not None:
+            await self.host.receive(text_data)
+
+    async def host_ask(self, event: dict[str, Any]) -> None:
+        if self.host is not None:
+            await self.host.ask(event)
+
+    async def token_revoked(self, event: dict[str, Any]) -> None:
+        await self.close(code=CLOSE_UNAUTHORIZED, reason="the host token was revoked")
+
+    async def disconnect(self, code: int) -> None:
+        if self.host is not None:
+            await self.host.stop()
 
     async def send_text(self, text: str) -> None:
         await self.send(text_data=text)

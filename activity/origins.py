@@ -7,8 +7,9 @@ Here an ``Origin`` passes when its scheme, host and port equal those of the requ
 ``Host`` header, which must be one of ``ALLOWED_HOSTS``, and its scheme), or when it is one of
 ``CSRF_TRUSTED_ORIGINS`` — the same rule as Django's own CSRF check of a form's ``Origin``.
 
-Every socket is checked but the runner's (``/ws/agent/``), which no browser opens: it carries a
-bearer token and no ``Origin``. A new route is therefore checked until it is exempted here.
+Every socket is checked but the runner's (``/ws/agent/``) and the agent host's (``/ws/host/``),
+which no browser opens: they carry a bearer token and no ``Origin``. A new route is therefore
+checked until it is exempted here.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ Scope = dict[str, Any]
 ASGIApp = Any
 
 # Sockets that carry their own credentials (a bearer token) and no cookie a page could lend.
-EXEMPT_PATHS = frozenset({"/ws/agent/"})
+EXEMPT_PATHS = frozenset({"/ws/agent/", "/ws/host/"})
 
 DEFAULT_PORTS = {"http": "80", "https": "443"}
 

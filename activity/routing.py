@@ -6,11 +6,12 @@ from channels.auth import AuthMiddlewareStack
 from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import path
 
-from activity.consumers import AgentConsumer, InboxConsumer, ViewerConsumer
+from activity.consumers import AgentConsumer, HostConsumer, InboxConsumer, ViewerConsumer
 
 websocket_urlpatterns = [
     # Runners send no Origin: they stay outside the Origin check and present a token instead.
     path("ws/agent/", AgentConsumer.as_asgi()),
+    path("ws/host/", HostConsumer.as_asgi()),  # an agent host: a host token
     path(
         "ws/chats/<uuid:chat_id>/",
         AllowedHostsOriginValidator(AuthMiddlewareStack(ViewerConsumer.as_asgi())),

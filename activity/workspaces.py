@@ -1,4 +1,5 @@
-"""Looking after a workspace: its members and their roles, its agent tokens, deleting its runs.
+"""Looking after a workspace: its members and their roles, its agent and host tokens and its
+agent hosts, deleting its runs.
 
 Only an admin of the workspace (or a superuser) may use these pages. Someone outside the
 workspace gets a 404 (its existence is not revealed), a member without the role a 403. Bad
@@ -25,7 +26,8 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from activity import access, broadcast, presence
+from activity import access, broadcast, hosts, presence
+from activity.accounts import TokenKind
 from activity.models import AgentToken, Chat, Membership, Role, Workspace
 from activity.work import ChatChange
 
@@ -119,7 +121,8 @@ def create_token(request: HttpRequest, workspace: Workspace) -> HttpResponse:
         raise Invalid("Give the token a name, e.g. the machine it runs on.")
     if len(name) > 100:
         raise Invalid(f"A token's name is at most 100 characters; this one has {len(name)}.")
-    token, plain = AgentToken.issue(workspace, name)
+    kind = TokenKind.HOST if request.POST.get("kind") == TokenKind.HOST else TokenKind.AGENT
+    token, plain = AgentToken.issue(workspace, name, kind)
     # Rendered, not redirected: the plain token exists only in this response.
     return page(request, workspace, new_token=(token, plain))
 
@@ -133,6 +136,8 @@ def revoke_token(request: HttpRequest, workspace: Workspace, token_id: int) -> H
     if not revoked:
         raise Invalid(f"The token {token} was already revoked.")
     async_to_sync(presence.token_revoked)(token.pk)  # runners using it are cut off now
+    for issued in hosts.revoke_issued(token):  # a host's run tokens go with its token
+        async_to_sync(presence.token_revoked)(issued)
     messages.success(request, f"Revoked the token {token}: runners can no longer connect with it.")
     return redirect("workspace", workspace.slug)
 
@@ -172,7 +177,8 @@ def page(
     context = {
         "workspace": workspace,
         "members": workspace.memberships.select_related("user").order_by("user__username"),
-        "tokens": workspace.tokens.all(),
+        "tokens": workspace.tokens.select_related("issued_by"),
+        "hosts": workspace.hosts.select_related("token"),
         "roles": Role.choices,
         "runs": workspace.chats.count(),
         "retention_days": settings.RETENTION_DAYS,
@@ -181,9 +187,12 @@ def page(
     if new_token is not None:
         scheme = "wss" if request.is_secure() else "ws"
         context["new_token"], context["plain_token"] = new_token
+        server = f"{scheme}://{request.get_host()}"
         context["command"] = (
-            f"python manage.py agent --server {scheme}://{request.get_host()} "
-            f"--token {new_token[1]} -- AGENT"
+            f"python manage.py agent host --server {server} --token {new_token[1]} "
+            "--agent NAME=COMMAND --root DIR"
+            if new_token[0].kind == TokenKind.HOST
+            else f"python manage.py agent --server {server} --token {new_token[1]} -- AGENT"
         )
     response = render(request, PAGE, context, status=status)
     add_never_cache_headers(response)  # a page that may show a token stays out of caches

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from activity.runner import host
 from activity.runner.main import Options, run
 
 
@@ -16,6 +17,11 @@ class Command(BaseCommand):
     # The runner needs no database, no migrations and no checks: it runs on a laptop.
     requires_system_checks: list[str] = []
     requires_migrations_checks = False
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        if argv[2:3] == ["host"]:  # manage.py agent host …: offer agents to start from the web
+            raise SystemExit(host.main(argv[3:]))
+        super().run_from_argv(argv)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--server", required=True, help="ws://HOST:PORT of koruweb")

@@ -1,0 +1,357 @@
+"""``python manage.py agent host``: offer agents to start from the web, on this machine.
+
+    manage.py agent host --server ws://HOST:PORT --token HOST_TOKEN \\
+        --agent NAME=COMMAND [--agent …] --root DIR [--root …] [--name NAME]
+
+The host keeps one socket to ``/ws/host/`` open (reconnecting with backoff, like a runner)
+and offers the named agent commands and the directories under its roots. The web asks it to
+list a directory (one level, ``hostdirs.listing``) or to start a run: it then starts
+``manage.py agent --allow-web --stay --cwd DIR --prompt … -- COMMAND`` with the per-run token
+the server sent, reads the runner's first line (its run's page) and reports ``started``, and
+``exited`` when the runner ends. It runs nothing but the commands it was started with, and
+refuses any directory outside its roots (``hostdirs.resolve``). Its runners die with it.
+
+Exit codes: 1 the server was unreachable for ``--connect-timeout`` seconds; 2 the server
+refused the host (not a host token, or revoked); 3 a bad command line (an agent command that
+is not there, a root that is not a directory); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import shlex
+import shutil
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
+from activity.hostframes import (
+    Exited,
+    HostAgent,
+    HostHello,
+    ListDir,
+    Listing,
+    Start,
+    Started,
+    Welcome,
+    to_host,
+)
+from activity.runner.hostdirs import Outside, listing, real_roots, resolve
+from activity.runner.link import BACKOFF_MAX, BACKOFF_SECONDS, say
+from activity.runner.spawn import _die_with_runner
+
+MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
+START_SECONDS = 60.0  # how long a runner may take to print its run's page
+STOP_SECONDS = 1.5  # how long a runner is given to stop after each signal
+TAIL_LINES = 5  # the runner's last lines of standard error kept for a failure's message
+
+
+class Usage(Exception):
+    """A bad command line (exit 3)."""
+
+
+class Fatal(Exception):
+    """The server refuses this host (exit 2)."""
+
+
+@dataclass
+class HostOptions:
+    server: str
+    token: str
+    name: str
+    agents: dict[str, list[str]]
+    roots: list[str]
+    connect_timeout: float = 30.0
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise Usage(message)
+
+
+def parse(argv: list[str]) -> HostOptions:
+    parser = Parser(prog="manage.py agent host", description=__doc__.splitlines()[0])
+    parser.add_argument("--server", required=True, help="ws://HOST:PORT of koruweb")
+    parser.add_argument("--token", required=True, help="a host token of the workspace")
+    parser.add_argument("--agent", action="append", required=True, metavar="NAME=COMMAND")
+    parser.add_argument("--root", action="append", required=True, metavar="DIR")
+    parser.add_argument("--name", default=socket.gethostname()[:100], help="the host's name")
+    parser.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS")
+    args = parser.parse_args(argv)
+    if not args.server.startswith(("ws://", "wss://")):
+        raise Usage(f"--server {args.server!r}: use ws://HOST:PORT or wss://HOST")
+    agents: dict[str, list[str]] = {}
+    for spec in args.agent:
+        name, _, command = spec.partition("=")
+        try:
+            words = shlex.split(command)
+            HostAgent(name=name.strip(), command=command)
+        except (ValueError, ValidationError):
+            raise Usage(
+                f"--agent {spec!r}: use NAME=COMMAND, NAME in letters, digits, ._-"
+            ) from None
+        program = shutil.which(words[0]) if words else None
+        if program is None:
+            raise Usage(f"--agent {spec!r}: the command {words[:1]!r} was not found")
+        if os.sep in words[0]:  # a relative path stays right in any run's directory
+            words[0] = os.path.abspath(program)
+        agents[name.strip()] = words
+    for root in args.root:
+        if not os.path.isdir(root):
+            raise Usage(f"--root {root!r} is not a directory")
+    roots = [os.path.abspath(root) for root in args.root]
+    return HostOptions(args.server, args.token, args.name, agents, roots, args.connect_timeout)
+
+
+class Host:
+    def __init__(self, options: HostOptions) -> None:
+        self.options = options
+        self.url = options.server.rstrip("/") + "/ws/host/"
+        self.roots = real_roots(options.roots)
+        self.outbox: list[str] = []  # reports not yet sent, in order
+        self.more = asyncio.Event()
+        self.welcomed = asyncio.Event()
+        self.runners: dict[uuid.UUID, asyncio.subprocess.Process] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def hello(self) -> HostHello:
+        agents = [HostAgent(name=n, command=shlex.join(c)) for n, c in self.options.agents.items()]
+        return HostHello(name=self.options.name, agents=agents, roots=self.options.roots)
+
+    async def run(self) -> int:
+        link = asyncio.create_task(self.link())
+        waited = asyncio.create_task(self.welcomed.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {link, waited}, timeout=self.options.connect_timeout, return_when="FIRST_COMPLETED"
+            )
+            if not done:
+                say(f"the server at {self.options.server} is unreachable")
+                return 1
+            await link  # until interrupted, or the server refuses us
+            return 0
+        except Fatal as refused:
+            say(str(refused))
+            return 2
+        finally:
+            waited.cancel()
+            link.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Fatal):
+                await link
+            await self.stop_runners()
+
+    async def link(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                async with connect(
+                    self.url,
+                    additional_headers={"Authorization": f"Bearer {self.options.token}"},
+                    open_timeout=10,
+                    ping_interval=20,
+                ) as ws:
+                    attempt = 0
+                    await self.session(ws)
+            except ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd else None
+                reason = closed.rcvd.reason if closed.rcvd else ""
+                if code in (CLOSE_UNAUTHORIZED, CLOSE_FORBIDDEN):
+                    raise Fatal(f"the server refused the host token: {reason or code}") from None
+                if self.welcomed.is_set():
+                    say(f"lost the server ({code or 'no close code'}); reconnecting")
+            except InvalidStatus as refused:
+                status = refused.response.status_code
+                raise Fatal(f"the server refused the socket: HTTP {status}") from None
+            except (OSError, InvalidHandshake, TimeoutError) as error:
+                if self.welcomed.is_set() and attempt == 0:
+                    say(f"lost the server ({error}); reconnecting")
+            attempt += 1
+            delay = min(BACKOFF_SECONDS * 2 ** min(attempt, 6), BACKOFF_MAX)
+            await asyncio.sleep(delay * random.uniform(0.7, 1.3))
+
+    async def session(self, ws: ClientConnection) -> None:
+        await ws.send(self.hello().model_dump_json())
+        first = to_host.validate_json(await ws.recv())
+        if not isinstance(first, Welcome):
+            raise Fatal(f"the server did not welcome the host: {first!r:.200}")
+        if not self.welcomed.is_set():
+            base = self.options.server.rstrip("/").replace("ws", "http", 1)
+            print(base + first.page, flush=True)  # the workspace's page, where hosts show
+            offered = ", ".join(self.options.agents)
+            say(f"host {self.options.name} offers {offered} in {', '.join(self.options.roots)}")
+        self.welcomed.set()
+        sender = asyncio.create_task(self.send_reports(ws))
+        try:
+            async for text in ws:
+                self.receive(text)
+        finally:
+            sender.cancel()
+
+    async def send_reports(self, ws: ClientConnection) -> None:
+        while True:
+            self.more.clear()
+            while self.outbox:
+                await ws.send(self.outbox[0])
+                self.outbox.pop(0)
+            await self.more.wait()
+
+    def report(self, frame: Listing | Started | Exited) -> None:
+        self.outbox.append(frame.model_dump_json())
+        self.more.set()
+
+    def receive(self, text: str | bytes) -> None:
+        try:
+            frame = to_host.validate_json(text)
+        except ValidationError as error:
+            say(f"the server sent a frame the host does not take, ignored: {error.errors()[0]}")
+            return
+        match frame:
+            case ListDir():
+                self.spawn_task(self.list_dir(frame))
+            case Start():
+                self.spawn_task(self.start(frame))
+
+    def spawn_task(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def list_dir(self, frame: ListDir) -> None:
+        try:
+            entries, more = await asyncio.to_thread(listing, self.roots, frame.root, frame.path)
+        except Outside as outside:
+            self.report(Listing(id=frame.id, root=frame.root, path=frame.path, error=str(outside)))
+            return
+        self.report(
+            Listing(id=frame.id, root=frame.root, path=frame.path, entries=entries, more=more)
+        )
+
+    async def start(self, frame: Start) -> None:
+        command = self.options.agents.get(frame.agent)
+        if command is None:
+            offered = ", ".join(self.options.agents)
+            error = f"this host offers no agent “{frame.agent}”; it offers: {offered}"
+            self.report(Started(id=frame.id, error=error))
+            return
+        try:
+            directory = resolve(self.roots, frame.root, frame.path)
+        except Outside as outside:
+            self.report(Started(id=frame.id, error=str(outside)))
+            return
+        say(f"starting {frame.agent} in {directory}")
+        argv = [sys.executable, str(MANAGE_PY), "agent", "--server", self.options.server]
+        argv += ["--token", frame.token, "--allow-web", "--stay", "--cwd", directory]
+        argv += [f"--title={frame.title}"] if frame.title else []
+        argv += [f"--prompt={frame.prompt}", "--", *command]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=directory,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # a Ctrl-C at the host's terminal is the host's to pass
+                preexec_fn=_die_with_runner,  # and it dies with the host however the host dies
+            )
+        except OSError as error:
+            self.report(Started(id=frame.id, error=f"the runner would not start: {error}"))
+            return
+        self.runners[frame.id] = process
+        try:
+            await self.watch(frame, process)
+        finally:
+            self.runners.pop(frame.id, None)
+
+    async def watch(self, frame: Start, process: asyncio.subprocess.Process) -> None:
+        """Report the runner's page (its first line) or why it has none, then its exit."""
+        assert process.stdout is not None and process.stderr is not None
+        tail: list[str] = []
+        errors = asyncio.create_task(self.relay_errors(process.stderr, frame, tail))
+        try:
+            line = await asyncio.wait_for(process.stdout.readline(), START_SECONDS)
+        except TimeoutError:
+            line = b""
+        url = line.decode(errors="replace").strip()
+        if url.startswith(("http://", "https://")):
+            self.report(Started(id=frame.id, chat_url=url[:2000]))
+            say(f"{frame.agent} runs at {url}")
+        else:
+            if process.returncode is None:  # silent for too long, or not a runner's line
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+            code = await process.wait()
+            await asyncio.wait({errors}, timeout=1)
+            said = " / ".join(tail) or "no message"
+            error = f"the runner did not start (exit code {code}): {said}"
+            self.report(Started(id=frame.id, error=error[:2000]))
+        while await process.stdout.readline():  # nothing else is expected; keep the pipe open
+            pass
+        code = await process.wait()
+        await asyncio.wait({errors}, timeout=1)
+        self.report(Exited(id=frame.id, code=code))
+
+    async def relay_errors(
+        self, stream: asyncio.StreamReader, frame: Start, tail: list[str]
+    ) -> None:
+        """The runner's messages, on the host's standard error (and the last few kept)."""
+        while line := await stream.readline():
+            text = line.decode(errors="replace").rstrip()
+            print(f"[{frame.agent} {str(frame.id)[:8]}] {text}", file=sys.stderr, flush=True)
+            tail.append(text.removeprefix("koruweb: ")[:300])
+            del tail[:-TAIL_LINES]
+
+    async def stop_runners(self) -> None:
+        """Ctrl-C twice (cancel the turn, quit), then SIGKILL whoever is left."""
+        running = list(self.runners.values())
+        for sent in (signal.SIGINT, signal.SIGINT, signal.SIGKILL):
+            running = [p for p in running if p.returncode is None]
+            for process in running:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, sent)
+            if running:
+                await asyncio.wait(
+                    [asyncio.create_task(p.wait()) for p in running], timeout=STOP_SECONDS
+                )
+        for task in self.tasks:
+            task.cancel()
+
+
+def main(argv: list[str]) -> int:
+    """The ``host`` subcommand of ``manage.py agent``: its exit code."""
+    try:
+        options = parse(argv)
+    except Usage as usage:
+        say(
+            f"{usage}\nusage: manage.py agent host --server URL --token T --agent NAME=COMMAND… "
+            "--root DIR…"
+        )
+        return 3
+
+    async def serve() -> int:
+        host = Host(options)
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, task.cancel)
+        try:
+            return await host.run()
+        except asyncio.CancelledError:
+            say("interrupted: the runs this host started are stopped")
+            return 130
+
+    return asyncio.run(serve())
