@@ -322,9 +322,7 @@ def test_an_approver_starts_a_run_with_a_token_of_its_own_and_waits_for_it(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_run_the_host_could_not_start_says_why_and_its_token_is_revoked(
-    online_host, as_approver
-):
+def test_a_run_the_host_could_not_start_says_why_and_its_token_is_revoked(online_host, as_approver):
     as_approver.post("/runs/new/start", start_post(online_host))
     run = HostRun.objects.get()
     from activity import hosts
