@@ -134,10 +134,7 @@ def promote(work: Work) -> list[WebPrompt]:
     """Make the oldest queued message ``sent`` when the runner can take it now: connected,
     nothing running, no message on its way."""
     chat = work.chat
-    attempt = chat.current_attempt
-    if not chat.allow_web or not chat.runner_connected:
-        return []
-    if attempt is not None and attempt.ended_at is None:
+    if not chat.allow_web or not chat.runner_connected or running(chat.current_attempt):
         return []
     waiting = WebPrompt.objects.filter(chat=chat, status__in=(Status.QUEUED, Status.SENT))
     oldest = waiting.select_related("author").order_by("created_at").first()
@@ -147,6 +144,14 @@ def promote(work: Work) -> list[WebPrompt]:
     oldest.save(update_fields=["status", "sent_at"])
     show(work)
     return [oldest]
+
+
+def running(attempt: InferenceAttempt | None) -> bool:
+    """A turn runs: one the runner started and has not ended (not the turn that holds what the
+    agent did before any prompt, which ends only when the first turn starts)."""
+    from activity.turns import BEFORE_ANY_PROMPT  # turns.py hooks into this module
+
+    return attempt is not None and attempt.ended_at is None and attempt.prompt != BEFORE_ANY_PROMPT
 
 
 def show(work: Work) -> None:

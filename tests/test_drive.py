@@ -446,3 +446,15 @@ async def test_an_empty_or_oversized_message_is_refused(token, as_approver):  # 
     assert (await post(as_approver, run.url("messages"), text=huge)).status_code == 400
     assert await run.prompts() == []
     await run.runner.stop()
+
+
+async def test_a_message_goes_at_once_to_an_agent_that_reported_calls_before_any_prompt(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token)
+    await run.say(lambda seq: frames.tool_call(seq, "c0", "Index the project", status="completed"))
+    response = await post(as_approver, run.url("messages"), text="Now the real work")
+    assert "Sent." in response.content.decode()
+    assert [f["text"] for f in await run.reached("prompt")] == ["Now the real work"]
+    await run.runner.stop()
