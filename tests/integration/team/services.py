@@ -138,10 +138,12 @@ class Server(Daphne):
     def since(self) -> str:
         return self.output[self.mark :]
 
-    def agent_sockets(self) -> int:
-        """Runner sockets open on it now that were opened since the mark (its access log)."""
+    def agent_sockets(self, opened: bool = False) -> int:
+        """Runner sockets open on it now that were opened since the mark (its access log); with
+        ``opened``, all it accepted since the mark."""
         text = self.since()
-        return text.count('"WSCONNECT /ws/agent/"') - text.count('"WSDISCONNECT /ws/agent/"')
+        accepted = text.count('"WSCONNECT /ws/agent/"')
+        return accepted if opened else accepted - text.count('"WSDISCONNECT /ws/agent/"')
 
     def problems(self) -> list[str]:
         """Lines of its log since the mark that tell of a failure (a traceback, an error, a 500)."""

@@ -155,7 +155,8 @@ def test_a_server_killed_mid_burst_hands_its_runner_to_the_other_and_nothing_is_
     holder.kill()  # mid-burst: some frames committed, some in flight, some not yet sent
 
     err = finished(run)
-    assert "lost the server" in err, err  # … and came back through the proxy, to the survivor
+    assert "lost the server" in err, err
+    assert survivor.agent_sockets(opened=True) > 0, "it came back through the proxy, to the other"
     chat = team.visitor.chat(run.chat_id, survivor.url)
     expect_raw_run_whole(team.visitor.export(run.chat_id, survivor.url), chat, BURST)
     expect_page_equals_a_fresh_one(page, team, run.chat_id)
