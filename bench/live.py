@@ -4,14 +4,17 @@
     .venv/bin/python bench/live.py --help     # shorter runs, fewer targets, other viewer counts
 
 Drives the whole pipeline — agent socket → ingest → merge → SQLite → render → viewer sockets —
-on a real Daphne child process (a migrated SQLite file in a temp dir), and, in the same run, a
-bare ``websockets`` server (``bench/bare.py``) fanning the same updates out to as many viewers.
-The load (one agent, N viewers) runs in this process; each server runs in its own.
+on a real Daphne child process (a migrated SQLite file in a temp dir: the embedded mode); in
+team mode, on two Daphne processes sharing a PostgreSQL database and the Redis channel layer,
+the agent on the first and the viewers split across both; and, in the same run, on a bare
+``websockets`` server (``bench/bare.py``) fanning the same updates out to as many viewers. The
+load (one agent, N viewers) runs in this process; each server runs in its own.
 
 Prints, for each viewer count, the agent updates/s each absorbs while no viewer's p99 latency
 is over 100 ms, and the ratio; latency p50/p99 at a steady 50 and 200 updates/s with 50
 viewers (also against koruweb pushing each change alone, ``bench/onepush.py``); the server's
 memory per idle viewer; and whether every viewer's screen equals the database at the end.
+``--targets`` chooses the servers: by default all four.
 """
 
 from __future__ import annotations
@@ -40,13 +43,14 @@ from bench.probe import (  # noqa: E402
     quiet_probe,
     say,
 )
-from bench.report import BARE, KORUWEB, ONE_PUSH, Report, machine, summary  # noqa: E402
-from bench.servers import Bare, Koruweb, rss_bytes  # noqa: E402
+from bench.report import BARE, KORUWEB, ONE_PUSH, TEAM, Report, machine, summary  # noqa: E402
+from bench.servers import Bare, Koruweb, Team, rss_bytes  # noqa: E402
 
 
 async def settled_screens(level: Level) -> list[str]:
     """Wait for every viewer to reach the chat's version, then compare screens with the DB."""
-    chat_version = await asyncio.to_thread(data.chat_version, level.chat_id)
+    alias = level.target.database
+    chat_version = await asyncio.to_thread(data.chat_version, level.chat_id, alias)
     deadline = time.perf_counter() + 10
     while time.perf_counter() < deadline:
         if all(v.shown >= chat_version for v in level.viewers):
@@ -55,7 +59,7 @@ async def settled_screens(level: Level) -> list[str]:
     behind = [n for n, v in enumerate(level.viewers) if v.shown < chat_version]
     problems = [f"viewer {n} shows version {level.viewers[n].shown}" for n in behind]
     screens = [v.rows for v in level.viewers]
-    return problems + await asyncio.to_thread(data.screens_match, level.chat_id, screens)
+    return problems + await asyncio.to_thread(data.screens_match, level.chat_id, screens, alias)
 
 
 def bare_screens(level: Level) -> list[str]:
@@ -86,9 +90,10 @@ async def idle_memory(target: Target, k: int) -> float:
 
 
 async def rss(target: Target) -> float:
+    """The server's resident memory (team mode: both processes'), a median of 5 samples."""
     samples = []
     for _ in range(5):
-        samples.append(rss_bytes(target.server.pid))
+        samples.append(sum(rss_bytes(process.pid) for process in target.processes))
         await asyncio.sleep(0.1)
     return statistics.median(samples)
 
@@ -162,42 +167,55 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--window", type=int, default=256, help="the agent's unacked frames (256)")
     p.add_argument(
         "--targets",
-        default="koruweb,bare,onepush",
-        help="koruweb, bare (the baseline), onepush (each change pushed alone)",
+        default="koruweb,team,bare,onepush",
+        help="koruweb (the embedded mode: one process, SQLite, in-memory layer),\n"
+        "team (team mode: two processes, PostgreSQL at 127.0.0.1:5432 and Redis\n"
+        "at 127.0.0.1:6379 db 3, the viewers split across them), bare (the\n"
+        "baseline), onepush (each change pushed alone); default all four",
     )
-    p.add_argument("--keep", action="store_true", help="keep the temp dir (database, logs)")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (SQLite, logs)")
     args = p.parse_args(argv)
     args.viewers = [int(n) for n in args.viewers.split(",")]
     args.targets = args.targets.split(",")
     return args
 
 
+def koruweb_target(name: str, server: Koruweb | Team, fixtures: data.Fixtures) -> Target:
+    return Target(name, server, True, fixtures.token, fixtures.cookie, fixtures.alias)
+
+
 def main(argv: list[str]) -> int:
     args = parse(argv)
     tmp = Path(tempfile.mkdtemp(prefix="koruweb-bench-"))
-    fixtures = data.prepare(tmp)
+    team = "team" in args.targets
     targets: list[Target] = []
-    if "koruweb" in args.targets:
-        server = Koruweb(tmp / "koruweb.log", fixtures.env, KORUWEB, "koruweb.asgi:application")
-        targets.append(Target(KORUWEB, server, server.ws_url, True, fixtures.token))
-    if "bare" in args.targets:
-        bare = Bare(tmp / "bare.log")
-        targets.append(Target(BARE, bare, bare.ws_url, False))
-    if "onepush" in args.targets:
-        app = "bench.onepush:application"
-        server = Koruweb(tmp / "onepush.log", fixtures.env, ONE_PUSH, app)
-        targets.append(Target(ONE_PUSH, server, server.ws_url, True, fixtures.token))
-    for target in targets:
-        target.cookie = fixtures.cookie if target.koruweb else ""
-    say(f"machine: {machine()}; temp dir {tmp}")
     try:
+        fixtures = data.prepare(tmp, team)
+        embedded = fixtures["default"]
+        if "koruweb" in args.targets:
+            app = "koruweb.asgi:application"
+            koruweb = Koruweb(tmp / "koruweb.log", embedded.env, KORUWEB, app)
+            targets.append(koruweb_target(KORUWEB, koruweb, embedded))
+        if team:
+            servers = Team(tmp, fixtures[data.TEAM].env, TEAM)
+            targets.append(koruweb_target(TEAM, servers, fixtures[data.TEAM]))
+        if "bare" in args.targets:
+            targets.append(Target(BARE, Bare(tmp / "bare.log"), False))
+        if "onepush" in args.targets:
+            app = "bench.onepush:application"
+            onepush = Koruweb(tmp / "onepush.log", embedded.env, ONE_PUSH, app)
+            targets.append(koruweb_target(ONE_PUSH, onepush, embedded))
+        say(f"machine: {machine()}; temp dir {tmp}")
         for target in targets:
             target.server.start()
-            say(f"  {target.name}: pid {target.server.pid}, {target.ws_url}")
+            for process in target.processes:
+                say(f"  {process.name}: pid {process.pid}, {process.ws_url}")
         report = asyncio.run(run(args, targets))
     finally:
         for target in targets:
             target.server.stop()
+        if team:
+            data.drop_team_database()
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     say("")

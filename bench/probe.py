@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from bench.clients import Agent, Viewer, Workload
-from bench.servers import Child, cpu_seconds, machine_busy_seconds
+from bench.servers import Child, Team, cpu_by_pid, machine_busy_seconds, store_pids
 from tests import frames
 
 LIMIT = 0.100  # no viewer more than 100 ms behind at p99
@@ -28,23 +28,30 @@ NOISE = 0.25  # a probe during which other processes used more than this share o
 @dataclass
 class Target:
     name: str
-    server: Child
-    ws_url: str
+    server: Child | Team
     koruweb: bool
     token: str = ""
     cookie: str = ""
-
-    def agent_url(self) -> str:
-        return f"{self.ws_url}/ws/agent/" if self.koruweb else f"{self.ws_url}/agent"
-
-    def viewer_url(self, chat_id: uuid.UUID) -> str:
-        if self.koruweb:
-            return f"{self.ws_url}/ws/chats/{chat_id}/"
-        return f"{self.ws_url}/view/{chat_id}"
+    database: str = "default"  # its alias in this process (bench/data.py)
 
     @property
-    def origin(self) -> str:
-        return self.ws_url.replace("ws://", "http://")
+    def processes(self) -> list[Child]:
+        """The server's processes: the agent connects to the first, viewer n to the nth in turn."""
+        return list(self.server.processes) if isinstance(self.server, Team) else [self.server]
+
+    def agent_url(self) -> str:
+        ws_url = self.processes[0].ws_url
+        return f"{ws_url}/ws/agent/" if self.koruweb else f"{ws_url}/agent"
+
+    def viewer_url(self, chat_id: uuid.UUID, n: int) -> tuple[str, str]:
+        """Viewer n's socket URL and the Origin its page would send."""
+        ws_url = self.processes[n % len(self.processes)].ws_url
+        path = f"/ws/chats/{chat_id}/" if self.koruweb else f"/view/{chat_id}"
+        return ws_url + path, ws_url.replace("ws://", "http://")
+
+    def store_pids(self) -> list[int]:
+        """PostgreSQL's and Redis's processes, whose CPU team mode uses; none otherwise."""
+        return store_pids() if isinstance(self.server, Team) else []
 
 
 @dataclass
@@ -66,8 +73,9 @@ class Probe:
     latencies: list[float]
     worst_p99: float  # the p99 of the viewer furthest behind
     missed: int  # (update, viewer) pairs never shown
-    server_cpu: float  # share of one core over the probe
+    server_cpu: float  # share of one core over the probe (team mode: both processes)
     client_cpu: float
+    store_cpu: float  # team mode: PostgreSQL's and Redis's processes
     other_cpu: float  # what every other process on the machine used meanwhile
     pushes: float  # pushes per viewer per second
     resyncs: int  # times a viewer saw a gap and asked again
@@ -80,11 +88,12 @@ class Probe:
         return quantile(self.latencies, q)
 
     def line(self) -> str:
+        stores = f"pg+redis {self.store_cpu:4.0%} " if self.store_cpu else ""
         return (
             f"{self.rate:8.0f}/s offered {self.achieved:8.0f}/s sent  "
             f"p50 {ms(self.pct(0.5))} p99 {ms(self.pct(0.99))} worst p99 {ms(self.worst_p99)}  "
             f"missed {self.missed}  cpu: server {self.server_cpu:4.0%} load {self.client_cpu:4.0%} "
-            f"others {self.other_cpu:4.0%}  pushes/viewer/s {self.pushes:5.0f}  "
+            f"{stores}others {self.other_cpu:4.0%}  pushes/viewer/s {self.pushes:5.0f}  "
             f"resyncs {self.resyncs}  "
             f"{'ok' if self.ok else 'FAIL'}"
         )
@@ -118,10 +127,8 @@ async def open_level(target: Target, n: int, window: int) -> Level:
 async def open_viewers(target: Target, chat_id: uuid.UUID, n: int) -> list[Viewer]:
     viewers: list[Viewer] = []
     for start in range(0, n, 25):  # in batches: a page load is not a thundering herd
-        batch = [
-            Viewer.open(target.viewer_url(chat_id), target.cookie or None, target.origin)
-            for _ in range(start, min(n, start + 25))
-        ]
+        urls = [target.viewer_url(chat_id, i) for i in range(start, min(n, start + 25))]
+        batch = [Viewer.open(url, target.cookie or None, origin) for url, origin in urls]
         viewers += await asyncio.gather(*batch)
     await asyncio.wait_for(asyncio.gather(*(v.synced.wait() for v in viewers)), 30)
     return viewers
@@ -144,14 +151,16 @@ async def probe(level: Level, rate: float, seconds: float) -> Probe:
 
 
 async def _probe(level: Level, rate: float, seconds: float) -> Probe:
-    agent, viewers, pid = level.agent, level.viewers, level.target.server.pid
+    agent, viewers, target = level.agent, level.viewers, level.target
+    pids = [process.pid for process in target.processes]
     for viewer in viewers:
         viewer.seen.clear()
     pushes0 = sum(v.pushes for v in viewers)
     resyncs0 = sum(v.resyncs for v in viewers)
     total = max(2, int(rate * seconds))
     sent: dict[str, list[tuple[int, float]]] = {}
-    cpu0, load0, busy0 = cpu_seconds(pid), _own_cpu(), machine_busy_seconds()
+    server0, store0 = cpu_by_pid(pids), cpu_by_pid(target.store_pids())
+    load0, busy0 = _own_cpu(), machine_busy_seconds()
     start = time.perf_counter()
     last = start
     n = 0
@@ -169,8 +178,10 @@ async def _probe(level: Level, rate: float, seconds: float) -> Probe:
     achieved = total / (last - start + 1 / rate)
     await drain(level, sent)
     wall = time.perf_counter() - start
-    server_cpu, client_cpu = (cpu_seconds(pid) - cpu0) / wall, (_own_cpu() - load0) / wall
-    other_cpu = max(0.0, (machine_busy_seconds() - busy0) / wall - server_cpu - client_cpu)
+    server_cpu, client_cpu = _used(server0, pids) / wall, (_own_cpu() - load0) / wall
+    store_cpu = _used(store0, target.store_pids()) / wall
+    ours = server_cpu + client_cpu + store_cpu
+    other_cpu = max(0.0, (machine_busy_seconds() - busy0) / wall - ours)
     await agent.settle()
     latencies: list[float] = []
     p99s: list[float] = []
@@ -189,6 +200,7 @@ async def _probe(level: Level, rate: float, seconds: float) -> Probe:
         missed,
         server_cpu,
         client_cpu,
+        store_cpu,
         other_cpu,
         pushes,
         sum(v.resyncs for v in viewers) - resyncs0,
@@ -223,6 +235,11 @@ async def quiet_machine(within: float = 120) -> None:
                 say(f"  (waited {waited:.0f} s for other processes to leave the cores alone)")
             return
         await asyncio.sleep(1)
+
+
+def _used(before: dict[int, float], pids: list[int]) -> float:
+    """CPU seconds ``pids`` used since ``before`` (one started since: all of its time)."""
+    return sum(t - before.get(pid, 0.0) for pid, t in cpu_by_pid(pids).items())
 
 
 def _own_cpu() -> float:

@@ -14,6 +14,7 @@ from bench.probe import Probe
 KORUWEB = "koruweb"
 BARE = "bare websockets"
 ONE_PUSH = "koruweb, one push per change"  # bench/onepush.py
+TEAM = "koruweb, team mode"  # two processes, PostgreSQL + Redis
 
 
 @dataclass
@@ -36,23 +37,23 @@ def machine() -> str:
 def summary(args: argparse.Namespace, report: Report) -> str:
     lines = [f"machine: {machine()}", ""]
     if report.absorbed:
+        modes = [m for m in (KORUWEB, TEAM) if any(name == m for name, _ in report.absorbed)]
         lines += [
-            "| viewers | koruweb updates/s | bare websockets updates/s | koruweb / bare |",
-            "|---:|---:|---:|---:|",
+            "| viewers | "
+            + " | ".join(f"{m} updates/s" for m in modes)
+            + f" | {BARE} updates/s | "
+            + " | ".join(f"{m} / bare" for m in modes)
+            + " |",
+            "|---:|" + "---:|" * (2 * len(modes) + 1),
         ]
         for n in args.viewers:
-            mine = report.absorbed.get((KORUWEB, n))
             bare = report.absorbed.get((BARE, n))
-            lines.append(
-                f"| {n} | {rate_of(mine)} | {rate_of(bare)} | {ratio(mine, bare)} of the baseline |"
-            )
-        one = report.absorbed.get((ONE_PUSH, max(args.viewers)))
-        if one is not None or (ONE_PUSH, max(args.viewers)) in report.absorbed:
-            bare = report.absorbed.get((BARE, max(args.viewers)))
-            lines.append(
-                f"| {max(args.viewers)} ({ONE_PUSH}) | {rate_of(one)} | "
-                f"{rate_of(bare)} | {ratio(one, bare)} of the baseline |"
-            )
+            mine = [report.absorbed.get((m, n)) for m in modes]
+            lines.append(row(str(n), mine, bare))
+        n = max(args.viewers)
+        if (ONE_PUSH, n) in report.absorbed:
+            one = [report.absorbed[(ONE_PUSH, n)]] + [None] * (len(modes) - 1)
+            lines.append(row(f"{n} ({ONE_PUSH})", one, report.absorbed.get((BARE, n))))
         lines.append("")
     if report.steady:
         lines += [
@@ -69,14 +70,20 @@ def summary(args: argparse.Namespace, report: Report) -> str:
         lines.append("")
     if report.memory:
         lines.append(
-            f"memory per idle viewer ({args.idle} viewers): koruweb "
-            f"{kib(report.memory.get(KORUWEB))}, "
-            f"bare websockets {kib(report.memory.get(BARE))}"
+            f"memory per idle viewer ({args.idle} viewers): "
+            + ", ".join(f"{name} {kib(value)}" for name, value in report.memory.items())
         )
     for (name, n), problems in sorted(report.screens.items()):
         verdict = "equal" if not problems else "DIFFERENT: " + "; ".join(problems[:5])
         lines.append(f"screens vs source, {name}, {n} viewers: {verdict}")
     return "\n".join(lines)
+
+
+def row(label: str, mine: list[Probe | None], bare: Probe | None) -> str:
+    """A viewer count's rates (each mode's, the baseline's) and each mode's ratio to it."""
+    rates = [rate_of(p) for p in mine] + [rate_of(bare)]
+    ratios = [f"{ratio(p, bare)} of the baseline" for p in mine]
+    return f"| {label} | " + " | ".join(rates + ratios) + " |"
 
 
 def latencies(probes: list[Probe]) -> str:

@@ -1,10 +1,11 @@
 """The servers under test, each a child process (``tests/liveserver.py``): Daphne serving
-koruweb, and the bare baseline. Also what ``/proc`` says about a process: its resident memory
-and the CPU time it has used.
+koruweb, team mode's two of them, and the bare baseline. Also what ``/proc`` says about a
+process: its resident memory and the CPU time it has used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -13,7 +14,17 @@ from tests.liveserver import BASE_DIR, Child, Daphne
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-__all__ = ["Bare", "Child", "Koruweb", "cpu_seconds", "machine_busy_seconds", "rss_bytes"]
+__all__ = [
+    "Bare",
+    "Child",
+    "Koruweb",
+    "Team",
+    "cpu_by_pid",
+    "cpu_seconds",
+    "machine_busy_seconds",
+    "rss_bytes",
+    "store_pids",
+]
 
 
 class Koruweb(Daphne):
@@ -28,6 +39,24 @@ class Koruweb(Daphne):
             log, {**os.environ, **env, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}, app
         )
         self.name = name
+
+
+class Team:
+    """Team mode: two Daphne processes serving koruweb on one PostgreSQL database and one Redis
+    (``env``, from ``bench/data.py``). The runner connects to the first, viewers to both."""
+
+    def __init__(self, tmp: Path, env: dict[str, str], name: str) -> None:
+        self.name = name
+        app = "koruweb.asgi:application"
+        self.processes = [Koruweb(tmp / f"team-{x}.log", env, f"{name} {x}", app) for x in "AB"]
+
+    def start(self) -> None:
+        for process in self.processes:
+            process.start()
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.stop()
 
 
 class Bare(Child):
@@ -57,6 +86,25 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used (all its threads), from /proc/<pid>/stat."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def cpu_by_pid(pids: list[int]) -> dict[int, float]:
+    """``cpu_seconds`` of each process in ``pids`` that still exists."""
+    times = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            times[pid] = cpu_seconds(pid)
+    return times
+
+
+def store_pids() -> list[int]:
+    """PostgreSQL's and Redis's processes (every backend, the server's own): team mode's CPU."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if stat.read_text().split(" (", 1)[1].startswith(("postgres)", "redis-server)")):
+                pids.append(int(stat.parent.name))
+    return pids
 
 
 def machine_busy_seconds() -> float:
