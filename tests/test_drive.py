@@ -458,3 +458,16 @@ async def test_a_message_goes_at_once_to_an_agent_that_reported_calls_before_any
     assert "Sent." in response.content.decode()
     assert [f["text"] for f in await run.reached("prompt")] == ["Now the real work"]
     await run.runner.stop()
+
+
+async def test_without_javascript_a_message_is_a_form_post_that_comes_back_to_the_run(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token)
+    response = await sync_to_async(as_approver.post)(run.url("messages"), {"text": "Plain form"})
+    assert response.status_code == 302 and response["Location"] == run.url()
+    assert [f["text"] for f in await run.reached("prompt")] == ["Plain form"]
+    refused = await sync_to_async(as_approver.post)(run.url("mode"), {"mode": "bypassPermissions"})
+    assert refused.status_code == 400 and refused["Content-Type"].startswith("text/plain")
+    await run.runner.stop()
