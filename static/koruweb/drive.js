@@ -56,10 +56,13 @@
         const name = document.createElement("span");
         name.className = "command-name";
         name.textContent = `/${command.name}`;
+        const hint = document.createElement("span");
+        hint.className = "command-hint";
+        hint.textContent = command.hint ? ` ‹${command.hint}›` : "";
         const about = document.createElement("span");
         about.className = "command-about";
-        about.textContent = [command.hint, command.description].filter(Boolean).join(" — ");
-        item.append(name, " ", about);
+        about.textContent = command.description;
+        item.append(name, hint, " ", about);
         item.addEventListener("mousedown", (event) => {
           event.preventDefault(); // the box keeps the focus
           take(n);
