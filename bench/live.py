@@ -72,7 +72,7 @@ def bare_screens(level: Level) -> list[str]:
 
 async def idle_memory(target: Target, k: int) -> float:
     """(RSS with ``k`` idle viewers − RSS with none) / k, in bytes."""
-    level = await open_level(target, 1, 256)
+    level = await open_level(target, len(target.processes), 256)  # a viewer on each process
     for _ in range(20):
         frame, call = level.workload.frame(level.agent.seq + 1)
         await level.agent.send(frame)
