@@ -57,6 +57,7 @@ from activity.runner.spawn import _die_with_runner
 MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
 START_SECONDS = 60.0  # how long a runner may take to print its run's page
 STOP_SECONDS = 1.5  # how long a runner is given to stop after each signal
+FLUSH_SECONDS = 2.0  # how long a stopping host waits to tell the server its runners exited
 TAIL_LINES = 5  # the runner's last lines of standard error kept for a failure's message
 
 
@@ -107,14 +108,20 @@ def parse(argv: list[str]) -> HostOptions:
         program = shutil.which(words[0]) if words else None
         if program is None:
             raise Usage(f"--agent {spec!r}: the command {words[:1]!r} was not found")
-        if os.sep in words[0]:  # a relative path stays right in any run's directory
-            words[0] = os.path.abspath(program)
-        agents[name.strip()] = words
+        words[0] = program if os.sep not in words[0] else os.path.abspath(program)
+        agents[name.strip()] = [words[0], *map(absolute, words[1:])]
     for root in args.root:
         if not os.path.isdir(root):
             raise Usage(f"--root {root!r} is not a directory")
     roots = [os.path.abspath(root) for root in args.root]
     return HostOptions(args.server, args.token, args.name, agents, roots, args.connect_timeout)
+
+
+def absolute(word: str) -> str:
+    """A relative path to a file that is there, made absolute: a run works in a directory of
+    its own, so a command's paths are taken from where the host starts."""
+    is_path = os.sep in word and not word.startswith("-") and not os.path.isabs(word)
+    return os.path.abspath(word) if is_path and os.path.exists(word) else word
 
 
 class Host:
@@ -142,17 +149,23 @@ class Host:
             if not done:
                 say(f"the server at {self.options.server} is unreachable")
                 return 1
-            await link  # until interrupted, or the server refuses us
+            # Until interrupted, or the server refuses us. Waited on, not awaited: a Ctrl-C
+            # leaves the link up until the runners' ``exited`` are sent.
+            await asyncio.wait({link})
+            link.result()
             return 0
         except Fatal as refused:
             say(str(refused))
             return 2
         finally:
             waited.cancel()
+            await self.stop_runners()  # their ``exited`` goes out while the link is up
+            if not link.done():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.flushed(), FLUSH_SECONDS)
             link.cancel()
             with contextlib.suppress(asyncio.CancelledError, Fatal):
                 await link
-            await self.stop_runners()
 
     async def link(self) -> None:
         attempt = 0
@@ -314,8 +327,13 @@ class Host:
             tail.append(text.removeprefix("koruweb: ")[:300])
             del tail[:-TAIL_LINES]
 
+    async def flushed(self) -> None:
+        while self.outbox:
+            await asyncio.sleep(0.05)
+
     async def stop_runners(self) -> None:
-        """Ctrl-C twice (cancel the turn, quit), then SIGKILL whoever is left."""
+        """Ctrl-C twice (cancel the turn, quit), then SIGKILL whoever is left; each one's
+        ``exited`` is reported."""
         running = list(self.runners.values())
         for sent in (signal.SIGINT, signal.SIGINT, signal.SIGKILL):
             running = [p for p in running if p.returncode is None]
@@ -326,6 +344,8 @@ class Host:
                 await asyncio.wait(
                     [asyncio.create_task(p.wait()) for p in running], timeout=STOP_SECONDS
                 )
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=STOP_SECONDS)
         for task in self.tasks:
             task.cancel()
 

@@ -5,6 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.text import slugify
 
+from activity.accounts import TokenKind
 from activity.models import AgentToken, Workspace
 
 
@@ -14,6 +15,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("workspace", help="the workspace's slug or name")
         parser.add_argument("--name", required=True, help="what the token is for, e.g. a laptop")
+        parser.add_argument(
+            "--host", action="store_true", help="a host token, for `manage.py agent host`"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         slug = slugify(options["workspace"])
@@ -25,8 +29,10 @@ class Command(BaseCommand):
         workspace, created = Workspace.objects.get_or_create(
             slug=slug, defaults={"name": options["workspace"].strip()}
         )
-        _, token = AgentToken.issue(workspace, name[:100])
+        kind = TokenKind.HOST if options["host"] else TokenKind.AGENT
+        _, token = AgentToken.issue(workspace, name[:100], kind)
         if created:
             self.stderr.write(f"Created workspace {workspace.name!r} ({workspace.slug}).")
-        self.stderr.write(f"Agent token {name!r} for {workspace.slug} (shown once, keep it safe):")
+        what = "Host token" if options["host"] else "Agent token"
+        self.stderr.write(f"{what} {name!r} for {workspace.slug} (shown once, keep it safe):")
         self.stdout.write(token)

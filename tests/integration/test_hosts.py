@@ -1,0 +1,331 @@
+"""A real agent host (``manage.py agent host``) against a real server over Redis: it comes
+online, lists directories, refuses what is outside its roots and agents it was not given, and
+starts runs from *New run* whose rows appear."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import http.client
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from channels_redis.core import RedisChannelLayer
+from django.contrib.auth.models import User
+from django.test import Client
+
+from activity import groups
+from activity.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
+from activity.hostframes import ListDir, Listing, Start
+from activity.models import Chat, Membership, Role, ToolActivity, Workspace
+from tests.integration.test_runner import eventually
+from tests.liveserver import BASE_DIR, REDIS_URL, Server, child_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SDK_AGENT = f"sdk={shlex.quote(sys.executable)} {BASE_DIR / 'tests' / 'agents' / 'sdk_agent.py'}"
+STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    running = Server(tmp_path / "daphne.log", redis=True)
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_host_outlives_its_test() -> Iterator[None]:
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+@pytest.fixture
+def acme() -> Workspace:
+    return Workspace.objects.create(slug="acme", name="Acme")
+
+
+@pytest.fixture
+def host_token(acme: Workspace) -> str:
+    return AgentToken.issue(acme, "build-box", TokenKind.HOST)[1]
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Path:
+    """A root with ``project/src`` in it, and a symlink out of it to a secret directory."""
+    root = tmp_path / "root"
+    (root / "project" / "src").mkdir(parents=True)
+    (root / "project" / "notes.txt").write_text("hello\n")
+    (tmp_path / "secret").mkdir()
+    (root / "project" / "escape").symlink_to(tmp_path / "secret")
+    return root
+
+
+class HostProcess:
+    """``manage.py agent host …`` in a child process; its first line is the workspace page."""
+
+    def __init__(self, words: list[str]) -> None:
+        self.process = subprocess.Popen(
+            words,
+            cwd=BASE_DIR,
+            env=child_env(KORUWEB_DEMO_FAST="1"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        STARTED.append(self.process)
+        assert self.process.stdout is not None
+        self.page = self.process.stdout.readline().strip()
+
+    def stop(self, within: float = 20) -> tuple[int, str]:
+        """Ctrl-C, then its exit code and what it said."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        return self.finish(within)
+
+    def finish(self, within: float = 20) -> tuple[int, str]:
+        """Its exit code and what it said, once it exits by itself."""
+        _, err = self.process.communicate(timeout=within)
+        return self.process.returncode, err
+
+
+def host(server: Server, token: str, root: Path, *agents: str) -> HostProcess:
+    words = [sys.executable, "manage.py", "agent", "host", "--server", server.ws_url]
+    words += ["--token", token, "--root", str(root), "--name", "build-box"]
+    for agent in agents or (SDK_AGENT,):
+        words += ["--agent", agent]
+    return HostProcess(words)
+
+
+class Web:
+    """A person's browser, without a browser: their session cookie and the CSRF dance."""
+
+    def __init__(self, server: Server, user: User) -> None:
+        client = Client()
+        client.force_login(user)
+        self.port = server.port
+        self.cookies = {"sessionid": client.cookies["sessionid"].value}
+
+    def request(
+        self, method: str, path: str, body: str = "", **headers: str
+    ) -> tuple[int, str, str]:
+        """(status, body, Location)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        headers = {"Cookie": cookie, **headers}
+        if body:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+            headers["Origin"] = f"http://127.0.0.1:{self.port}"
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        for header in response.headers.get_all("Set-Cookie") or []:
+            name, _, rest = header.partition("=")
+            self.cookies[name] = rest.split(";")[0]
+        text = response.read().decode()
+        connection.close()
+        return response.status, text, response.headers.get("Location", "")
+
+    def get(self, path: str, **headers: str) -> tuple[int, str, str]:
+        return self.request("GET", path, **headers)
+
+    def post(self, path: str, form_page: str, fields: dict[str, str]) -> tuple[int, str, str]:
+        _, page, _ = self.get(form_page)
+        found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+        assert found, "the form page has no CSRF token"
+        body = urlencode({"csrfmiddlewaretoken": found.group(1), **fields})
+        return self.request("POST", path, body)
+
+
+def person(workspace: Workspace, name: str, role: Role) -> User:
+    user = User.objects.create_user(name)
+    Membership.objects.create(workspace=workspace, user=user, role=role)
+    return user
+
+
+def online_host() -> AgentHost:
+    return eventually(lambda: AgentHost.objects.filter(online=True).first())
+
+
+def test_a_host_comes_online_lists_a_directory_and_starts_a_run_whose_rows_appear(
+    server: Server, acme: Workspace, host_token: str, disk: Path
+) -> None:
+    running = host(server, host_token, disk)
+    assert running.page == f"{server.url}/workspaces/acme/", running.stop()
+    found = online_host()
+    admin = Web(server, person(acme, "carol", Role.ADMIN))
+    _, page, _ = admin.get("/workspaces/acme/")
+    row = page[page.index(f'id="host-{found.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert "online" in row and "sdk" in row and str(disk) in row
+
+    alice = Web(server, person(acme, "alice", Role.APPROVER))
+    new_run = f"/runs/new?host={found.pk}"
+    status, listing, _ = alice.get(f"{new_run}&path=project", **{"HX-Request": "true"})
+    assert status == 200 and "src/" in listing and "notes.txt" in listing
+    assert "escape" not in listing  # a symlink out of the root is not offered
+    _, refused, _ = alice.get(f"{new_run}&path=project/escape")
+    assert "is outside" in refused and "listing-error" in refused
+
+    fields = {"host": str(found.pk), "agent": "sdk", "root": str(disk), "path": "project"}
+    status, _, starting = alice.post("/runs/new/start", new_run, {**fields, "prompt": "basic"})
+    assert status == 302 and starting.startswith("/runs/new/")
+
+    def landed() -> str:
+        status, _, location = alice.get(starting)
+        return location if status == 302 else ""
+
+    chat_page = eventually(landed, within=30)
+    chat_id = uuid.UUID(chat_page.split("/")[2])
+    chat = Chat.objects.get(pk=chat_id)
+    assert chat.workspace_id == acme.pk
+    eventually(lambda: ToolActivity.objects.filter(chat_id=chat_id).count() >= 2, within=30)
+    turn = eventually(lambda: Chat.objects.get(pk=chat_id).current_attempt)
+    assert turn.prompt == "basic"
+    assert eventually(lambda: Chat.objects.get(pk=chat_id).allow_web)  # started --allow-web
+    run = HostRun.objects.get()
+    assert run.status == HostRunStatus.STARTED and run.requested_by is not None
+    code, err = running.stop()  # its runners stop with it, and it says so
+    assert code == 130, err
+    exited = eventually(
+        lambda: HostRun.objects.filter(status=HostRunStatus.EXITED).select_related("token").first()
+    )
+    assert exited.code is not None and exited.token is not None
+    assert exited.token.revoked_at is not None  # the run's token ends with its runner
+
+
+def ask(channel: str, frame: Start | ListDir) -> dict[str, Any] | None:
+    """Send a frame to the host's socket as the server does (through Redis), bypassing the
+    server's own checks; a ``list`` gets its reply."""
+
+    async def send() -> dict[str, Any] | None:
+        layer = RedisChannelLayer(hosts=[REDIS_URL])
+        try:
+            reply = await layer.new_channel() if isinstance(frame, ListDir) else None
+            message = {"type": "host.ask", "text": frame.model_dump_json(), "id": str(frame.id)}
+            await layer.send(channel, {**message, "reply": reply or ""})
+            if reply is None:
+                return None
+            answer: dict[str, Any] = await asyncio.wait_for(layer.receive(reply), 10)
+            return answer
+        finally:
+            await layer.close_pools()
+
+    return asyncio.run(send())
+
+
+def refused(run: HostRun) -> HostRun | None:
+    return (
+        HostRun.objects.select_related("token")
+        .filter(pk=run.pk, status=HostRunStatus.FAILED)
+        .first()
+    )
+
+
+def test_the_host_refuses_a_directory_outside_its_roots_and_an_agent_it_was_not_given(
+    server: Server, acme: Workspace, host_token: str, disk: Path
+) -> None:
+    running = host(server, host_token, disk)
+    found = online_host()
+    root = str(disk)
+    for path in ("../", "project/escape", str(disk.parent / "secret"), "project/../../secret"):
+        answer = ask(found.channel, ListDir(id=uuid.uuid4(), root=root, path=path))
+        assert answer is not None
+        listing = Listing.model_validate(answer["listing"])
+        assert listing.error is not None and "outside" in listing.error and not listing.entries
+    answer = ask(found.channel, ListDir(id=uuid.uuid4(), root="/etc", path=""))
+    assert answer is not None and "not one of this host's" in answer["listing"]["error"]
+
+    host_token_row = AgentToken.objects.get(kind=TokenKind.HOST)
+    asked = {
+        "bash": ("bash", "project"),
+        "escape": ("sdk", "project/escape"),
+        "dotdot": ("sdk", "../secret"),
+        "absolute": ("sdk", str(disk.parent / "secret")),
+    }
+    runs = {}
+    for what, (agent, path) in asked.items():
+        token, plain = AgentToken.issue(acme, what, TokenKind.AGENT, host_token_row)
+        runs[what] = HostRun.objects.create(host=found, agent=agent, token=token)
+        ask(
+            found.channel,
+            Start(id=runs[what].pk, agent=agent, root=root, path=path, prompt="basic", token=plain),
+        )
+    for what, run in runs.items():
+        failed = eventually(functools.partial(refused, run))
+        expected = "offers no agent “bash”" if what == "bash" else "outside"
+        assert expected in failed.error, (what, failed.error)
+        assert failed.token is not None and failed.token.revoked_at is not None
+    assert not Chat.objects.exists()  # nothing ran
+    code, err = running.stop()
+    assert code == 130 and "starting" not in err, err
+
+
+def test_a_revoked_host_token_stops_the_host_with_exit_2(
+    server: Server, acme: Workspace, host_token: str, disk: Path
+) -> None:
+    running = host(server, host_token, disk)
+    online_host()
+    token = AgentToken.objects.get(kind=TokenKind.HOST)
+    AgentToken.objects.filter(pk=token.pk).update(revoked_at="2026-01-01T00:00:00Z")
+
+    async def revoke() -> None:
+        layer = RedisChannelLayer(hosts=[REDIS_URL])
+        try:
+            await layer.group_send(groups.token(token.pk), {"type": "token.revoked"})
+        finally:
+            await layer.close_pools()
+
+    asyncio.run(revoke())
+    code, err = running.finish()
+    assert code == 2 and "refused the host token" in err, err
+
+
+def test_an_agent_token_is_no_host_token(server: Server, acme: Workspace, disk: Path) -> None:
+    _, agent_token = AgentToken.issue(acme, "laptop")
+    running = host(server, agent_token, disk)
+    code, err = running.finish()
+    assert code == 2 and "refused the host token" in err, err
+
+
+def readme_host_line() -> str:
+    """The host's command line as README.md writes it (continuations joined)."""
+    text = (BASE_DIR / "README.md").read_text().replace("\\\n", " ")
+    lines = [" ".join(line.split()) for line in text.splitlines() if "manage.py agent host" in line]
+    assert lines, "README.md shows no `manage.py agent host` line"
+    return next(line for line in lines if line.startswith(".venv/bin/python"))
+
+
+def test_the_readme_host_line_runs_as_written(
+    server: Server, acme: Workspace, host_token: str
+) -> None:
+    line = readme_host_line().replace("ws://127.0.0.1:8000", server.ws_url)
+    words = [host_token if w == "HOST_TOKEN" else w for w in shlex.split(line)]
+    running = HostProcess(words)
+    found = online_host()
+    assert found.agent_names == ["demo"] and found.roots == [str(BASE_DIR)]
+    assert running.page == f"{server.url}/workspaces/acme/"
+    alice = Web(server, person(acme, "alice", Role.APPROVER))
+    fields = {"host": str(found.pk), "agent": "demo", "root": str(BASE_DIR), "path": "activity"}
+    status, _, _ = alice.post("/runs/new/start", "/runs/new", {**fields, "prompt": "Fix it"})
+    assert status == 302
+    try:
+        eventually(lambda: ToolActivity.objects.exists(), within=30)  # the demo agent at work
+    finally:
+        code, err = running.stop()
+    assert code == 130, err
