@@ -262,7 +262,7 @@ async def test_a_runner_whose_frame_is_always_refused_stops_mid_turn_with_code_7
         code = run.result()
     err = capsys.readouterr().err
     assert code == 7, err
-    assert f"koruweb: the server refused frame 2 (acp session/update) on {REFUSALS}" in err
+    assert f"koruweb: the server refused frame 3 (acp session/update) on {REFUSALS}" in err
     assert fake.connections == REFUSALS and "Traceback" not in err
     assert runner.process is not None and runner.process.returncode is not None  # stopped
     prompts = [json.loads(t) for _, t in runner.outbox.frames if '"prompt_outcome"' in t]

@@ -1,4 +1,5 @@
-"""The runner's one WebSocket to the server: hello, resend, acknowledgements, answers.
+"""The runner's one WebSocket to the server: hello, resend, acknowledgements, answers, and
+the web's prompts, cancels and mode switches (handed to ``on_web``).
 
 It reconnects with exponential backoff and jitter for as long as the runner runs; every hello
 carries the chat's secret, so the server gives the chat to this runner only. After each
@@ -40,6 +41,9 @@ from activity.frames import (
     Answer,
     Error,
     Hello,
+    WebCancel,
+    WebMode,
+    WebPromptFrame,
     server_frame,
 )
 from activity.runner.outbox import Outbox
@@ -78,6 +82,7 @@ class Link:
         outbox: Outbox,
         on_answer: Callable[[str | int, dict[str, Any]], None],
         secret: str | None = None,
+        on_web: Callable[[WebPromptFrame | WebCancel | WebMode], None] | None = None,
     ) -> None:
         self.url = server.rstrip("/") + "/ws/agent/"
         self.token = token
@@ -86,6 +91,7 @@ class Link:
         self.secret = secret or secrets.token_urlsafe(32)
         self.outbox = outbox
         self.on_answer = on_answer
+        self.on_web = on_web
         self.connected = asyncio.Event()
         self.ever_connected = asyncio.Event()
         self.sent = 0  # the last seq sent on this connection
@@ -202,3 +208,6 @@ class Link:
                     self.outbox.ack(frame.seq)
             case Answer():
                 self.on_answer(frame.request_id, frame.outcome)
+            case WebPromptFrame() | WebCancel() | WebMode():
+                if self.on_web is not None:
+                    self.on_web(frame)

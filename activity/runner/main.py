@@ -3,8 +3,9 @@
 Exit codes: 0 every turn ended and every frame is acknowledged; 1 the server could not be
 reached in time; 2 the server refused this runner (bad token, someone else's chat); 3 the agent
 command does not exist or would not start; 4 the agent exited during a turn; 5 the agent has
-no such mode as ``--mode``; 6 the agent asks to authenticate and no method's credentials are set;
-7 the server refused the same frame on ``link.REFUSALS`` connections in a row; 130 interrupted.
+no such mode as ``--mode`` or one of ``--web-modes``; 6 the agent asks to authenticate and no
+method's credentials are set; 7 the server refused the same frame on ``link.REFUSALS``
+connections in a row; 130 interrupted. With ``--allow-web`` the web may prompt (``web.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import secrets
 import signal
 import sys
-import threading
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -37,6 +37,7 @@ from activity.runner.link import Fatal, Link, Refused, say
 from activity.runner.outbox import Outbox, cut_text
 from activity.runner.spawn import spawn
 from activity.runner.turns import RunnerClient, TurnTable
+from activity.runner.web import NoSuchMode, Prompt, Web, set_mode
 
 READ_LIMIT = 64 * 1024 * 1024  # the agent's longest line the runner will read
 TITLE_CHARS = 200  # a title made from a prompt's first line
@@ -61,6 +62,14 @@ class Options:
     mode: str | None = None
     connect_timeout: float = 30.0
     prompts: list[str] = field(default_factory=list)
+    allow_web: bool = False  # take prompts, cancels and mode switches from the web
+    web_modes: list[str] = field(default_factory=list)  # the modes the web may switch to
+    stay: bool = False  # with prompts: keep serving the web once they have run
+
+    @property
+    def stays(self) -> bool:
+        """Whether the runner keeps serving the web once its own prompts are done."""
+        return self.allow_web and (self.stay or not self.prompts)
 
 
 def page_url(server: str, chat_id: uuid.UUID) -> str:
@@ -77,11 +86,23 @@ class Runner:
         self.secret = secrets.token_urlsafe(32)  # 256 bits: the chat is this runner's alone
         self.outbox = Outbox()
         self.table = TurnTable(self.outbox)
+        self.web = Web(
+            self.outbox,
+            self.table,
+            allow_web=options.allow_web,
+            web_modes=options.web_modes,
+            stays=options.stays,
+        )
         self.link = Link(
-            options.server, options.token, self.chat_id, self.outbox, self.answer, self.secret
+            options.server,
+            options.token,
+            self.chat_id,
+            self.outbox,
+            self.answer,
+            self.secret,
+            on_web=self.web.receive,
         )
         self.session_id = ""
-        self.mode: str | None = None  # the session's mode as the runner last knew it
         self.conn: ClientSideConnection | None = None
         self.process: asyncio.subprocess.Process | None = None  # the agent's
         self.turn: asyncio.Task[Any] | None = None
@@ -127,8 +148,13 @@ class Runner:
         async with self.agent() as (conn, process):
             self.conn, self.process = conn, process
             await self.start(conn)
-            async for prompt in self.prompts():
-                await self.one_turn(conn, process, prompt)
+            reader = self.feed()
+            try:
+                while (prompt := await self.web.prompts.next()) is not None:
+                    await self.one_turn(conn, process, prompt)
+            finally:
+                if reader is not None:
+                    reader.cancel()
             await self.flush(link)
 
     async def wait_for_server(self, link: asyncio.Task[None]) -> None:
@@ -162,7 +188,7 @@ class Runner:
                 cwd=self.options.cwd,
                 limit=READ_LIMIT,
                 warn=say,
-                observers=[self.table.observe],
+                observers=[self.table.observe, self.web.observe],
                 use_unstable_protocol=True,
             ) as (conn, process):
                 yield conn, process
@@ -191,10 +217,14 @@ class Runner:
         self.agent_version = info.version if info else ""
         self.session_id = session.session_id
         modes = setup.modes(session.model_dump(by_alias=True, mode="json"))
-        self.mode = modes.current
+        self.web.mode = modes.current
         if self.options.mode:
             await self.set_mode(conn, modes)
-            self.mode = self.options.mode
+            self.web.mode = self.options.mode
+        try:
+            self.web.start(conn, self.session_id, modes)
+        except NoSuchMode as error:
+            raise Exit(5, str(error)) from None
 
     async def new_session(self, conn: ClientSideConnection, init: dict[str, Any]) -> Any:
         """``session/new``; when the agent asks to authenticate first, with the first method
@@ -222,41 +252,40 @@ class Runner:
             offered = modes.describe() or "none"
             raise Exit(5, f"the agent has no mode {mode!r}; its modes: {offered}")
         try:
-            if modes.config_id is not None:
-                await conn.set_config_option(
-                    session_id=self.session_id, config_id=modes.config_id, value=mode
-                )
-            else:
-                await conn.set_session_mode(session_id=self.session_id, mode_id=mode)
+            await set_mode(conn, self.session_id, modes, mode)
         except RequestError as error:
             raise Exit(5, f"the agent refused mode {mode!r}: {error}") from None
 
-    async def prompts(self) -> AsyncIterator[str]:
-        if self.options.prompts:
-            for prompt in self.options.prompts:
-                yield prompt
-            return
-        say("type a prompt and press Enter; Ctrl-D ends")
-        while line := await read_line():
-            if line.strip():
-                yield line.rstrip("\n")
+    def feed(self) -> asyncio.Task[None] | None:
+        """Queue ``--prompt``'s prompts, or else read standard input's lines aside."""
+        prompts = self.web.prompts
+        if not self.options.prompts:
+            return asyncio.create_task(prompts.read(self.options.allow_web))
+        for text in self.options.prompts:
+            prompts.add(Prompt(text))
+        prompts.end()
+        return None
 
     async def one_turn(
-        self, conn: ClientSideConnection, process: asyncio.subprocess.Process, prompt: str
+        self, conn: ClientSideConnection, process: asyncio.subprocess.Process, prompt: Prompt
     ) -> None:
-        attempt_id = uuid.uuid4()
+        attempt_id, text, mode = uuid.uuid4(), prompt.text, self.web.mode
+        first = text.strip().splitlines()[0] if text.strip() else text
         self.outbox.add(
             TurnStarted,
             attempt_id=attempt_id,
             message_id=uuid.uuid4(),
             agent_name=self.agent_name,
             agent_version=self.agent_version,
-            prompt=prompt,
-            title=self.options.title or cut_text(prompt.splitlines()[0], TITLE_CHARS),
-            mode=self.mode[:100] if self.mode else None,
+            prompt=text,
+            title=self.options.title or cut_text(first, TITLE_CHARS),
+            mode=mode[:100] if mode else None,
+            web_prompt_id=prompt.web_prompt_id,
         )
+        self.interrupts = 0  # a Ctrl-C in an earlier turn does not count towards quitting
+        self.web.attempt_id = attempt_id
         self.turn = asyncio.create_task(
-            conn.prompt(session_id=self.session_id, prompt=[text_block(prompt)])
+            conn.prompt(session_id=self.session_id, prompt=[text_block(text)])
         )
         exited = asyncio.create_task(process.wait())
         try:
@@ -285,7 +314,7 @@ class Runner:
             exited.cancel()
             if not self.turn.done():  # the run stops mid-turn: the agent is stopped too
                 self.turn.cancel()
-            self.turn = None
+            self.turn, self.web.attempt_id = None, None
 
     def end_turn(
         self, attempt_id: uuid.UUID, stop_reason: str, usage: Any = None, error: str | None = None
@@ -323,27 +352,7 @@ class Runner:
         if self.interrupts > 1 or self.turn is None or self.conn is None:
             raise KeyboardInterrupt
         say("cancelling the turn (Ctrl-C again to quit)")
-        self.table.cancel_all()
-        asyncio.get_running_loop().create_task(self.conn.cancel(session_id=self.session_id))
-
-
-async def read_line() -> str:
-    """A line of standard input, read in a daemon thread: a runner that stops while a person
-    has not typed the next prompt does not wait for them to press Enter."""
-    loop = asyncio.get_running_loop()
-    line: asyncio.Future[str] = loop.create_future()
-
-    def give(text: str) -> None:
-        if not line.done():
-            line.set_result(text)
-
-    def read() -> None:
-        text = sys.stdin.readline()
-        with contextlib.suppress(RuntimeError):  # the runner has stopped: its loop is closed
-            loop.call_soon_threadsafe(give, text)
-
-    threading.Thread(target=read, daemon=True).start()
-    return await line
+        self.web.cancel_turn()
 
 
 class OneLine(logging.Formatter):
@@ -380,6 +389,7 @@ def run(options: Options) -> int:
                 task.cancel()
 
         loop.add_signal_handler(signal.SIGINT, on_sigint)
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)  # stop as a second Ctrl-C does
         try:
             return await runner.run()
         except asyncio.CancelledError:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:API_KEY|KEY|TOKEN)\b")
@@ -66,6 +66,11 @@ class Modes:
     names: tuple[str, ...]
     config_id: str | None  # set through this config option, else through session/set_mode
     current: str | None = None
+    descriptions: tuple[str, ...] = field(default=(), compare=False)
+
+    def said(self) -> tuple[str, ...]:
+        """Each mode's description (empty if it has none)."""
+        return (self.descriptions + ("",) * len(self.ids))[: len(self.ids)]
 
     def describe(self) -> str:
         return ", ".join(
@@ -88,9 +93,11 @@ def modes(session: Mapping[str, Any]) -> Modes:
 
 
 def _modes(listed: list[dict[str, Any]], key: str, config_id: str | None, current: Any) -> Modes:
-    pairs = [(m[key], str(m.get("name") or m[key])) for m in listed if isinstance(m.get(key), str)]
-    ids, names = tuple(v for v, _ in pairs), tuple(n for _, n in pairs)
-    return Modes(ids, names, config_id, current if isinstance(current, str) else None)
+    kept = [m for m in listed if isinstance(m.get(key), str)]
+    ids = tuple(m[key] for m in kept)
+    names = tuple(str(m.get("name") or m[key]) for m in kept)
+    said = tuple(m["description"] if isinstance(m.get("description"), str) else "" for m in kept)
+    return Modes(ids, names, config_id, current if isinstance(current, str) else None, said)
 
 
 def usage(result: Mapping[str, Any]) -> dict[str, Any] | None:
