@@ -414,3 +414,69 @@ def test_hosts_show_on_the_workspace_page_with_their_agents_and_state(online_hos
     created = as_admin.post("/workspaces/acme/tokens/create", {"name": "ci-box", "kind": "host"})
     assert "manage.py agent host --server" in created.content.decode()
     assert AgentToken.objects.get(name="ci-box").kind == TokenKind.HOST
+
+
+def test_every_string_and_list_a_host_sends_is_bounded():
+    from pydantic import ValidationError
+
+    from activity.hostframes import HostHello, Listing
+
+    listing = {"type": "listing", "id": str(uuid.uuid4()), "root": ROOT}
+    too_many = [{"name": f"d{n}", "dir": True} for n in range(MAX_ENTRIES + 1)]
+    for bad in (
+        {**listing, "entries": too_many},
+        {**listing, "entries": [{"name": "x" * 256}]},
+        {**listing, "path": "p" * 5000},
+    ):
+        with pytest.raises(ValidationError):
+            Listing.model_validate(bad)
+    with pytest.raises(ValidationError):
+        HostHello.model_validate({**HELLO, "agents": [{"name": "rm -rf /", "command": "x"}]})
+    with pytest.raises(ValidationError):
+        HostHello.model_validate({**HELLO, "roots": []})
+
+
+class FakeSocket:
+    channel_name = "specific.test!fake"
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def send_text(self, text: str) -> None:
+        self.sent.append(text)
+
+    async def close(self, code: int | None = None, reason: str | None = None) -> None:
+        pass
+
+    async def join(self, group: str) -> None:
+        pass
+
+    async def leave(self, group: str) -> None:
+        pass
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_hosts_heartbeat_ends_with_its_consumer_even_one_that_dies_without_disconnect(
+    tokens, monkeypatch
+):
+    import json
+
+    from activity import consumers, hosts
+
+    token = await database_sync_to_async(AgentToken.find)(tokens["host"], TokenKind.HOST)
+    assert token is not None
+    session = hosts.HostSession(token.workspace_id, token.pk, FakeSocket())
+    await session.receive(json.dumps(HELLO))
+    assert session.heartbeat is not None and not session.heartbeat.done()
+
+    async def dies(self, scope, receive, send):
+        raise RuntimeError("the receive loop failed")
+
+    monkeypatch.setattr(consumers.Relay, "__call__", dies)
+    consumer = consumers.HostConsumer()
+    consumer.host = session
+    with pytest.raises(RuntimeError):
+        await consumer({"type": "websocket"}, None, None)
+    await asyncio.sleep(0)
+    assert session.heartbeat.cancelled()
+    await database_sync_to_async(connections.close_all)()
