@@ -10,9 +10,13 @@ wait for states, never for times. Screenshots at a desktop's size and a phone's 
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ from activity.models import InferenceAttempt, Role, WebPrompt
 from tests import frames
 from tests.browser.helpers import Live, Team, member, open_chat, sign_in, watch
 from tests.browser.runner import Runner
+from tests.liveserver import BASE_DIR, Server, child_env
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -313,4 +318,136 @@ def test_on_a_phone_the_controls_fit_the_screen(
     scripted.end(attempt)
     scripted.heard("prompt")
     expect(queue(phone).locator(".badge")).to_have_text("Sent")
+    assert page_errors == []
+
+
+# --- the real runner and an agent -----------------------------------------------------------
+
+SDK_AGENT = [sys.executable, str(BASE_DIR / "tests" / "agents" / "sdk_agent.py")]
+
+
+class Agent:
+    """``manage.py agent --allow-web … -- tests/agents/sdk_agent.py`` in a child process, with
+    no prompt of its own (its standard input is empty): it serves the web's prompts."""
+
+    def __init__(self, server: Server, token: str, log: Path, *flags: str) -> None:
+        command = [sys.executable, "manage.py", "agent", "--server", server.ws_url]
+        command += ["--token", token, "--allow-web", *flags, "--", *SDK_AGENT]
+        self.log = log
+        self.process = subprocess.Popen(
+            command,
+            cwd=BASE_DIR,
+            env=child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log.open("w"),
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()  # the run's page, once the server has the chat
+        found = re.search(r"/chats/([0-9a-f-]{36})/", line)
+        assert found, f"the runner printed no page: {line!r}\n{log.read_text()}"
+        self.chat_id = uuid.UUID(found.group(1))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+@pytest.fixture
+def agent(server: Server, team: Team, tmp_path: Path) -> Iterator[Agent]:
+    """A real runner that takes prompts from the web and may switch to modes default and auto."""
+    running = Agent(server, team.token, tmp_path / "runner.log", "--web-modes", "default,auto")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def on_real_run(page: Page, live: Live, team: Team, agent: Agent) -> Page:
+    sign_in(page, member(team.workspace, "bob", Role.APPROVER))
+    open_chat(page, live, agent.chat_id)
+    expect(page.locator("#drive .allows")).to_have_text("This run takes prompts from the web.")
+    return page
+
+
+def send(page: Page, text: str) -> None:
+    box(page).fill(text)
+    box(page).press("Enter")
+
+
+def test_a_real_agent_runs_the_message_sent_from_the_page(
+    page: Page, page_errors: list[str], live: Live, new_page: Callable[..., Page], team: Team,
+    agent: Agent,
+):  # fmt: skip
+    on_real_run(page, live, team, agent)
+    send(page, "basic")
+    turn = turns(page).last
+    expect(turn.locator(".sent-by")).to_have_text("from bob, on the web")
+    expect(turn.locator("tr.tool")).to_have_count(2)
+    expect(turn.locator(".turn-status .badge")).to_have_text("ended: end_turn")
+    expect(turn.locator(".reply")).to_contain_text("Done: edited notes.txt.")
+    expect(queue(page)).to_have_count(0)
+    screenshot(page, "drive-real-desktop-ran")
+    phone = new_page(**PHONE)
+    phone_live = watch(phone)
+    sign_in(phone, member(team.workspace, "carol", Role.APPROVER))
+    open_chat(phone, phone_live, agent.chat_id)
+    expect(turns(phone).last.locator(".sent-by")).to_have_text("from bob, on the web")
+    assert sideways(phone) == 0
+    screenshot(phone, "drive-real-phone-ran")
+    assert page_errors == []
+
+
+def test_a_message_sent_while_the_agent_waits_for_a_person_goes_after_that_turn(
+    page: Page, page_errors: list[str], live: Live, team: Team, agent: Agent,
+):  # fmt: skip
+    on_real_run(page, live, team, agent)
+    send(page, "permission")
+    asking = turns(page).last
+    expect(asking.get_by_role("button", name="Allow once")).to_be_visible()
+    send(page, "basic")  # the agent is busy: queued
+    expect(queue(page).locator(".badge")).to_have_text("Queued")
+    screenshot(page, "drive-real-desktop-queued")
+    asking.get_by_role("button", name="Allow once").click()
+    expect(asking.locator(".turn-status .badge")).to_have_text("ended: end_turn")
+    expect(turns(page)).to_have_count(2)
+    after = turns(page).last
+    expect(after.locator(".prompt-text")).to_contain_text("basic")
+    expect(after.locator(".turn-status .badge")).to_have_text("ended: end_turn")
+    expect(queue(page)).to_have_count(0)
+    assert page_errors == []
+
+
+def test_cancel_stops_a_real_agents_running_turn(
+    page: Page, page_errors: list[str], live: Live, team: Team, agent: Agent,
+):  # fmt: skip
+    on_real_run(page, live, team, agent)
+    send(page, "slow 60")
+    turn = turns(page).last
+    expect(turn.locator("tr.tool .badge")).to_have_text("Running")
+    turn.get_by_role("button", name="Cancel turn").click()
+    expect(turn.locator(".turn-status .badge")).to_have_text("ended: cancelled")
+    expect(turn.locator(".cancelled-by")).to_have_text("cancelled by bob")
+    expect(turn.locator("tr.tool .badge")).not_to_have_text("Running")
+    screenshot(page, "drive-real-desktop-cancelled")
+    assert page_errors == []
+
+
+def test_a_real_agent_switches_to_a_mode_chosen_on_the_page(
+    page: Page, page_errors: list[str], live: Live, team: Team, agent: Agent,
+):  # fmt: skip
+    on_real_run(page, live, team, agent)
+    expect(page.locator("#drive .segmented button")).to_have_text(["Default", "Auto"])
+    expect(page.get_by_role("button", name="Default")).to_have_attribute("aria-pressed", "true")
+    page.get_by_role("button", name="Auto").click()
+    expect(page.get_by_role("button", name="Auto")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#chat-head .mode")).to_have_text("mode auto")
+    send(page, "basic")  # and the agent goes on in it
+    expect(turns(page).last.locator(".turn-status .badge")).to_have_text("ended: end_turn")
     assert page_errors == []
