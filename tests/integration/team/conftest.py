@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from koruweb.proxy import ProxyThread
@@ -89,11 +90,25 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
         database.drop()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test's report carries what both servers logged during it, and the chats'
+    presence and turns as the team's database has them."""
+    report = yield
+    team = getattr(item, "funcargs", {}).get("team")
+    if report.failed and call.when == "call" and isinstance(team, Team):
+        report.sections.append(("the team's servers' logs", team.logs()))
+        try:
+            report.sections.append(("the team's chats and turns", team.database.state()))
+        except psycopg.Error as error:
+            report.sections.append(("the team's chats and turns", f"unreadable: {error}"))
+    return report
+
+
 @pytest.fixture(autouse=True)
 def team_up(team: Team) -> Iterator[Team]:
     """Every process of the team up before each test; no runner outlives its test."""
     team.up()
-    print(f"the team's logs: {team.log_dir}")  # shown with a failing test's output
     yield team
     while STARTED:
         process = STARTED.pop()

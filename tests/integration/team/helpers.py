@@ -249,7 +249,8 @@ class Viewer:
             self.socket.send(json.dumps({"since": self.version}))  # a gap: ask, as a page does
         return push
 
-    def drain(self, within: float = 0.5) -> None:
-        """Take what has come, until the socket is quiet for ``within`` s."""
+    def drain(self, within: float = 0.5) -> int:
+        """Take what has come, until the socket is quiet for ``within`` s; the version now."""
         while self.receive(within) is not None:
             pass
+        return self.version

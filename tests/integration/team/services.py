@@ -87,6 +87,21 @@ class Database:
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
                 Database(self.admin_url, int(pid)).drop()
 
+    def state(self) -> str:
+        """The chats' presence and their turns, as rows, for a failing test's report."""
+        queries = [
+            "SELECT id, runner_connected, runner_channel, runner_seen_at, runner_left_at,"
+            " last_seq, version FROM activity_chat ORDER BY created_at",
+            "SELECT chat_id, started_at, ended_at, stop_reason FROM activity_inferenceattempt"
+            " ORDER BY started_at",
+        ]
+        lines = []
+        with psycopg.connect(self.url, connect_timeout=5) as db:
+            for query in queries:
+                lines.append(query)
+                lines += [f"  {row}" for row in db.execute(query).fetchall()]
+        return "\n".join(lines)
+
     def terminate_sessions(self) -> int:
         """End every session the servers have open on it, as an administrator (or a failover)
         would; returns how many there were."""
@@ -180,9 +195,9 @@ class Team:
         for server in self.servers:
             server.mark = len(server.output)
 
-    def logs(self) -> str:
-        """Both servers' logs since the mark, for a failing assertion's message."""
-        return "\n".join(f"--- {s.name} ---\n{s.since()[-6000:]}" for s in self.servers)
+    def logs(self, chars: int = 20_000) -> str:
+        """Both servers' logs since the mark (the end of each, if long), for a failure."""
+        return "\n".join(f"--- {s.name} ---\n{s.since()[-chars:]}" for s in self.servers)
 
 
 def unavailable() -> str | None:

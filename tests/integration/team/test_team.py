@@ -13,6 +13,7 @@ import random
 import re
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from playwright.sync_api import Page, expect
@@ -26,6 +27,7 @@ from tests.integration.team.helpers import (
     ChatPage,
     Typed,
     Viewer,
+    Visitor,
     finished,
     kill_runner,
     raw,
@@ -103,6 +105,13 @@ def expect_raw_run_whole(export: list[dict[str, Any]], chat: ChatPage, burst: in
         assert (call["status"], call["agent_output"]) == ("completed", last_step), call
     assert chat.turns == ["ended: end_turn"], chat
     assert chat.replies == ["Permission outcome: allow-once"], chat  # doubled by a frame twice
+
+
+def at_once(visitor: Visitor, pages: list[str]) -> list[tuple[str, int]]:
+    """Each page loaded by a person of its own, all at the same time (through the proxy):
+    what each answered."""
+    with ThreadPoolExecutor(len(pages)) as people:
+        return list(people.map(lambda path: (path, visitor.get(path).status), pages))
 
 
 def burst_under_way(team: Team, chat_id: uuid.UUID, server: Server) -> bool:
@@ -224,10 +233,6 @@ def test_database_sessions_ended_mid_burst_lose_nothing_and_no_page_fails(team):
     visitor = team.visitor
     run = raw(team.proxy.ws_url, team.token, BURST)
     prompt: str = until("the prompt is open", lambda: visitor.chat(run.chat_id).awaiting)[0]
-    assert visitor.answer(prompt, "allow-once").status == 200
-    until("the burst is under way", lambda: burst_under_way(team, run.chat_id, team.a), 20, 0.02)
-    assert run.process.poll() is None, "the runner finished before the database was touched"
-
     pages = [
         f"/chats/{run.chat_id}/",
         f"/api/chats/{run.chat_id}/tool-activity",
@@ -236,12 +241,21 @@ def test_database_sessions_ended_mid_burst_lose_nothing_and_no_page_fails(team):
         f"/chats/{run.chat_id}/transcript.md",
     ]
     loads: list[tuple[str, int]] = []
-    for _ in range(3):  # during the burst
-        assert team.database.terminate_sessions() > 0
-        loads += [(path, visitor.get(path).status) for path in pages]
-    finished(run)
-    loads += [(path, visitor.get(path).status) for path in pages]  # and after it
+    with Viewer(team.b.ws_url, team.b.url, visitor, run.chat_id) as viewer:  # a page open on B
+        assert visitor.answer(prompt, "allow-once").status == 200
+        until("the burst is under way", lambda: burst_under_way(team, run.chat_id, team.a))
+        assert run.process.poll() is None, "the runner finished before the database was touched"
+        for _ in range(3):  # during the burst
+            assert team.database.terminate_sessions() > 0
+            loads += at_once(visitor, pages)
+        finished(run)
+        loads += at_once(visitor, pages)  # and after it
 
+        final = visitor.chat(run.chat_id, team.b.url).version
+        until(
+            f"the open page at the run's last version, {final}",
+            lambda: viewer.drain(0.2) >= final,
+        )
     failed = [load for load in loads if load[1] != 200]
     assert not failed, f"{len(failed)} of {len(loads)} page loads failed: {failed}\n{team.logs()}"
     expect_raw_run_whole(visitor.export(run.chat_id), visitor.chat(run.chat_id), BURST)
