@@ -146,6 +146,7 @@ async def test_the_turn_of_a_message_records_who_sent_it_and_the_message_leaves_
     await database_sync_to_async(message.refresh_from_db)()
     assert message.status == "started" and message.attempt_id == attempt
     assert turn.sent_by_id == message.author_id
+    assert await database_sync_to_async(lambda: turn.sent_by == message.author)()
     shown = await page(as_viewer, run)  # what every member sees
     assert "from alice, on the web" in shown and "on its way to the agent" not in shown
     await run.runner.stop()
@@ -470,4 +471,17 @@ async def test_without_javascript_a_message_is_a_form_post_that_comes_back_to_th
     assert [f["text"] for f in await run.reached("prompt")] == ["Plain form"]
     refused = await sync_to_async(as_approver.post)(run.url("mode"), {"mode": "bypassPermissions"})
     assert refused.status_code == 400 and refused["Content-Type"].startswith("text/plain")
+    await run.runner.stop()
+
+
+async def test_what_the_agent_names_its_modes_and_commands_is_shown_as_text(
+    token,  # noqa: F811
+    as_approver,
+):
+    payload = '"><img src=x onerror=alert(1)>'
+    modes = [{"id": "plan", "name": payload, "description": payload}]
+    commands = [{"name": "x" + payload[:20], "description": payload, "hint": payload}]
+    run = await connect(token, modes=modes, commands=commands, web_modes=["plan"])
+    shown = await page(as_approver, run)
+    assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
     await run.runner.stop()
