@@ -107,11 +107,11 @@ def expect_raw_run_whole(export: list[dict[str, Any]], chat: ChatPage, burst: in
     assert chat.replies == ["Permission outcome: allow-once"], chat  # doubled by a frame twice
 
 
-def at_once(visitor: Visitor, pages: list[str]) -> list[tuple[str, int]]:
-    """Each page loaded by a person of its own, all at the same time (through the proxy):
-    what each answered."""
+def at_once(visitor: Visitor, pages: list[str], base: str | None = None) -> list[tuple[str, int]]:
+    """Each page loaded by a person of its own, all at the same time (through the proxy, or on
+    ``base``): what each answered."""
     with ThreadPoolExecutor(len(pages)) as people:
-        return list(people.map(lambda path: (path, visitor.get(path).status), pages))
+        return list(people.map(lambda path: (path, visitor.get(path, base).status), pages))
 
 
 def burst_under_way(team: Team, chat_id: uuid.UUID, server: Server) -> bool:
@@ -259,6 +259,16 @@ def test_database_sessions_ended_mid_burst_lose_nothing_and_no_page_fails(team):
     failed = [load for load in loads if load[1] != 200]
     assert not failed, f"{len(failed)} of {len(loads)} page loads failed: {failed}\n{team.logs()}"
     expect_raw_run_whole(visitor.export(run.chat_id), visitor.chat(run.chat_id), BURST)
+
+
+def test_a_busy_server_answers_the_next_pages_after_its_database_sessions_end(team):
+    """Six people on B at once leave B's pool six connections; the database ends them all (a
+    failover, an administrator); the people who come next, one after another, get their pages."""
+    pages = ["/", "/inbox/", "/search/?q=echo", "/workspaces/", "/", "/inbox/"]
+    assert at_once(team.visitor, pages, team.b.url) == [(path, 200) for path in pages]
+    assert team.database.terminate_sessions() > 0
+    loads = [(path, team.visitor.get(path, team.b.url).status) for path in pages]
+    assert loads == [(path, 200) for path in pages], team.logs()
 
 
 def test_redis_restarted_mid_turn_loses_nothing_and_pages_and_answers_go_on(team, new_page):
