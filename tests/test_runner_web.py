@@ -396,3 +396,17 @@ def test_session_info_follows_the_agents_commands_and_modes_within_the_frames_bo
     assert len(commands[0].description) == 500 and len(commands[0].hint) == 200
     assert [m.id for m in infos[3].modes] == ["plan"] and len(infos[3].modes[0].description) == 500
     assert all(info.web_modes == ["plan"] and info.stays is False for info in infos)
+
+
+async def test_a_persons_text_reaches_the_runners_terminal_without_control_characters(
+    capsys: pytest.CaptureFixture[str],
+):
+    async with runner(allow_web=True) as (koru, run):
+        await koru.info()
+        sneaky = WebPromptFrame(id=uuid.uuid4(), text="\x1b]0;owned\x07basic", by="ana\x1b[2J")
+        await koru.send(sneaky)
+        await koru.turns_ended(1)
+        assert koru.of("turn_started")[0]["prompt"] == sneaky.text  # the agent gets it as sent
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "a prompt from the web by ana\ufffd[2J: \ufffd]0;owned\ufffdbasic" in err

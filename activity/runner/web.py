@@ -47,6 +47,12 @@ NAME_CHARS, SAID_CHARS, HINT_CHARS = 100, 500, 200
 MAX_MODES, MAX_COMMANDS = 50, 200
 
 
+def shown(text: str) -> str:
+    """A person's text as the runner's terminal may show it: no control characters (an
+    escape sequence from the web must not drive the terminal)."""
+    return "".join(c if c.isprintable() else "\ufffd" for c in text)
+
+
 class NoSuchMode(Exception):
     """``--web-modes`` names a mode the agent does not have (exit code 5)."""
 
@@ -252,7 +258,7 @@ class Web:
     # The web's requests, from the link.
 
     def receive(self, frame: WebFrame) -> None:
-        by = f" by {frame.by}" if frame.by else ""
+        by = f" by {shown(frame.by)}" if frame.by else ""
         if not self.allow_web:
             say(f"refused the web's {frame.type}{by}: {NOT_ALLOWED}")
             self.refuse(frame.id, NOT_ALLOWED)
@@ -277,7 +283,7 @@ class Web:
             return
         self.seen.add(frame.id)
         first = frame.text.strip().splitlines()[0] if frame.text.strip() else ""
-        say(f"a prompt from the web{by}: {cut_text(first, 80)}")
+        say(f"a prompt from the web{by}: {shown(cut_text(first, 80))}")
         self.prompts.add(Prompt(frame.text, frame.id))
 
     def cancel(self, frame: WebCancel, by: str) -> None:
