@@ -42,6 +42,7 @@ class Koru:
 
     def __init__(self) -> None:
         self.frames: list[dict[str, Any]] = []
+        self.runner: Runner | None = None  # the runner under test
         self.on_hello: list[BaseModel] = []
         self.socket: ServerConnection | None = None
         self.connected = asyncio.Event()
@@ -157,9 +158,8 @@ async def runner(**options: Any) -> AsyncIterator[tuple[Koru, asyncio.Task[int]]
     async with serve(koru.handle, "127.0.0.1", 0, max_size=None) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         url = f"ws://127.0.0.1:{port}"
-        run = asyncio.create_task(
-            Runner(Options(server=url, token="t", command=AGENT, **options)).run()
-        )
+        koru.runner = Runner(Options(server=url, token="t", command=AGENT, **options))
+        run = asyncio.create_task(koru.runner.run())
         try:
             yield koru, run
         finally:
@@ -410,3 +410,14 @@ async def test_a_persons_text_reaches_the_runners_terminal_without_control_chara
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err
     assert "a prompt from the web by ana\ufffd[2J: \ufffd]0;owned\ufffdbasic" in err
+
+
+async def test_an_agent_that_exits_while_the_runner_waits_for_a_prompt_ends_the_run_with_code_4(
+    capsys: pytest.CaptureFixture[str],
+):
+    async with runner(allow_web=True) as (koru, run):
+        await koru.info()
+        assert koru.runner is not None and koru.runner.process is not None
+        koru.runner.process.kill()
+        assert await asyncio.wait_for(run, WITHIN) == 4
+    assert "the agent exited with code -9 between turns" in capsys.readouterr().err

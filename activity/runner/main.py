@@ -2,21 +2,19 @@
 
 Exit codes: 0 every turn ended and every frame is acknowledged; 1 the server could not be
 reached in time; 2 the server refused this runner (bad token, someone else's chat); 3 the agent
-command does not exist or would not start; 4 the agent exited during a turn; 5 the agent has
-no such mode as ``--mode`` or one of ``--web-modes``; 6 the agent asks to authenticate and no
-method's credentials are set; 7 the server refused the same frame on ``link.REFUSALS``
-connections in a row; 130 interrupted. With ``--allow-web`` the web may prompt (``web.py``).
+command does not exist or would not start; 4 the agent exited (during a turn or between
+turns); 5 the agent has no such mode as ``--mode`` or one of ``--web-modes``; 6 the agent asks
+to authenticate and no method's credentials are set; 7 the server refused the same frame on
+``link.REFUSALS`` connections in a row; 130 interrupted. ``--allow-web``: see ``web.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import secrets
 import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -35,7 +33,7 @@ from activity.frames import TurnEnded, TurnStarted
 from activity.runner import setup
 from activity.runner.link import Fatal, Link, Refused, say
 from activity.runner.outbox import Outbox, cut_text
-from activity.runner.spawn import spawn
+from activity.runner.spawn import one_line_logs, spawn
 from activity.runner.turns import RunnerClient, TurnTable
 from activity.runner.web import NoSuchMode, Prompt, Web, set_mode
 
@@ -150,12 +148,27 @@ class Runner:
             await self.start(conn)
             reader = self.feed()
             try:
-                while (prompt := await self.web.prompts.next()) is not None:
+                while (prompt := await self.next_prompt(process)) is not None:
                     await self.one_turn(conn, process, prompt)
             finally:
                 if reader is not None:
                     reader.cancel()
             await self.flush(link)
+
+    async def next_prompt(self, process: asyncio.subprocess.Process) -> Prompt | None:
+        """The next prompt to run (None: the runner is done). An agent that exits while the
+        runner waits for one ends the run, as one that exits during a turn does (exit 4)."""
+        waiting = asyncio.create_task(self.web.prompts.next())
+        exited = asyncio.create_task(process.wait())
+        try:
+            await asyncio.wait({waiting, exited}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+            if not waiting.done():
+                waiting.cancel()
+        if waiting.done() and not waiting.cancelled():
+            return waiting.result()
+        raise Exit(4, f"the agent exited with code {process.returncode} between turns")
 
     async def wait_for_server(self, link: asyncio.Task[None]) -> None:
         timeout = self.options.connect_timeout
@@ -355,26 +368,8 @@ class Runner:
         self.web.cancel_turn()
 
 
-class OneLine(logging.Formatter):
-    """The SDK logs what it could not handle with a traceback; a person needs one line."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        error = record.exc_info[1] if record.exc_info else None
-        text = f"koruweb: {record.getMessage()}" + (f": {error!r}" if error else "")
-        return text.splitlines()[0][:300]
-
-
-def not_sdk_notification_error(record: logging.LogRecord) -> bool:
-    """The SDK logs every notification it could not handle; the runner forwards them all raw,
-    says itself which it does not understand, and the server says which it could not read."""
-    return not record.getMessage().startswith("Unhandled error while handling notification")
-
-
 def run(options: Options) -> int:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(OneLine())
-    handler.addFilter(not_sdk_notification_error)
-    logging.basicConfig(handlers=[handler], level=logging.WARNING, force=True)
+    one_line_logs()
 
     async def main() -> int:
         runner = Runner(options)

@@ -19,8 +19,10 @@ import asyncio
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -135,3 +137,26 @@ async def stop(process: asyncio.subprocess.Process) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGTERM)
         return
+
+
+class OneLine(logging.Formatter):
+    """The SDK logs what it could not handle with a traceback; a person needs one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        error = record.exc_info[1] if record.exc_info else None
+        text = f"koruweb: {record.getMessage()}" + (f": {error!r}" if error else "")
+        return text.splitlines()[0][:300]
+
+
+def not_sdk_notification_error(record: logging.LogRecord) -> bool:
+    """The SDK logs every notification it could not handle; the runner forwards them all raw,
+    says itself which it does not understand, and the server says which it could not read."""
+    return not record.getMessage().startswith("Unhandled error while handling notification")
+
+
+def one_line_logs() -> None:
+    """What the SDK logs goes to standard error, one line each."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLine())
+    handler.addFilter(not_sdk_notification_error)
+    logging.basicConfig(handlers=[handler], level=logging.WARNING, force=True)
