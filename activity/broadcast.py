@@ -271,6 +271,8 @@ class Room:
                 await self.hand_on(event["text"], *event.get("more", ()))
                 if event.get("push") == self.expected:
                     self.handed.set()
+            elif event.get("type") == "chat.watching":  # who watches: no version (watching.py)
+                await self.hand_on(json.dumps({"watching": event["html"]}))
 
     async def hand_on(self, *texts: str) -> None:
         for viewer in list(self.viewers):

@@ -21,7 +21,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from activity import access, broadcast, groups
+from activity import access, broadcast, groups, watching
 from activity.accounts import TokenKind
 from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
 from activity.hosts import HostSession
@@ -188,6 +188,15 @@ def since_asked(text: str | None) -> int | None:
 class ViewerConsumer(Relay):
     chat_id: uuid.UUID | None = None
     held: list[str] | None = None  # pushes that came while a catch-up was being rendered
+    watch: watching.Watch | None = None  # this page among the chat's watchers
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Its watching entry's renewals end with the consumer, however it ends (G21)."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.watch is not None:
+                self.watch.end_tasks()
 
     async def connect(self) -> None:
         await self.accept()
@@ -201,6 +210,8 @@ class ViewerConsumer(Relay):
             return
         self.chat_id = chat_id
         await broadcast.join(chat_id, self)
+        self.watch = watching.Watch(chat_id, user.pk, self, watching.asked(self.scope))
+        await self.watch.start()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page says which version it shows; it gets exactly what changed since, in as
@@ -219,7 +230,10 @@ class ViewerConsumer(Relay):
                 await self.send(text_data=text)
 
     async def deliver(self, text: str) -> None:
-        """A push, handed on by this chat's room in this process."""
+        """A push, handed on by this chat's room in this process (the watchers' list only if
+        the page asked for it)."""
+        if watching.unwanted(self.watch, text):
+            return
         if self.held is not None:
             self.held.append(text)
         else:
@@ -228,6 +242,8 @@ class ViewerConsumer(Relay):
     async def disconnect(self, code: int) -> None:
         if self.chat_id is not None:
             await broadcast.leave(self.chat_id, self)
+        if self.watch is not None:
+            await self.watch.stop()
 
 
 class InboxConsumer(Relay):

@@ -99,6 +99,7 @@ class Summary:
     counts: dict[str, int] = field(default_factory=dict)
     started_at: int | None = None
     ended_at: int | None = None
+    watching: int = 0  # people watching it now (activity/watching.py)
 
     @property
     def duration_ms(self) -> int | None:

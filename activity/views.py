@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods
 
-from activity import access, answers, broadcast, dom, reads
+from activity import access, answers, broadcast, dom, reads, watching
 from activity import runs as runs_list
 from activity.frames import WEB_PROMPT_CHARS
 from activity.models import Prompt, Role
@@ -27,6 +27,8 @@ def runs(request: HttpRequest) -> HttpResponse:
     )
     chats = list(page.object_list)
     summaries = runs_list.summaries(chats)
+    for chat_id, people in watching.counts(c.pk for c in chats).items():
+        summaries[chat_id].watching = people
     rows = [(chat, summaries[chat.pk]) for chat in chats]
     query = request.GET.copy()
     query.pop("page", None)
@@ -44,6 +46,7 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
         "turns": turns,
         "turns_id": dom.TURNS,
         "version": version,
+        "watching": watching.on_page(found.pk, request.user),
         "can_answer": access.can_answer(request.user, found),
         "can_manage": access.role_in(request.user, found.workspace_id) == Role.ADMIN,
         "web_prompt_chars": WEB_PROMPT_CHARS,

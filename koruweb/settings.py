@@ -254,6 +254,17 @@ CACHES: dict[str, Any] = {
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "login"}
     ),
+    # Who is watching each chat (activity/watching.py): shared by every process through Redis.
+    "watching": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "koruweb",
+            "OPTIONS": REDIS_CLIENT,
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "watching"}
+    ),
 }
 
 # What a local agent did is kept only in four bounded strings (DESIGN.md "The row").
@@ -273,6 +284,9 @@ RUNNER_GRACE_SECONDS = envint("RUNNER_GRACE_SECONDS", 60, minimum=0)
 # nothing for 3 heartbeats (or the grace period, if longer) counts its runner gone: the process
 # holding that socket died. Keep the proxies' idle timeouts longer than this (docs/deploy.md).
 RUNNER_HEARTBEAT_SECONDS = envint("RUNNER_HEARTBEAT_SECONDS", 15, minimum=1)
+# How often each open chat page's socket renews its "watching" entry; one not renewed for 2.5
+# heartbeats (its process was killed) is gone, and each process looks again this often.
+WATCHING_HEARTBEAT_SECONDS = envint("WATCHING_HEARTBEAT_SECONDS", 10, minimum=1)
 # `manage.py prune_runs` deletes runs created more than this many days ago; 0 keeps them forever.
 RETENTION_DAYS = envint("RETENTION_DAYS", 0, minimum=0)
 

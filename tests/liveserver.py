@@ -175,10 +175,18 @@ class Daphne(Child):
 class Server(Daphne):
     """koruweb on the test database (and, with ``redis``, the Redis channel layer)."""
 
-    def __init__(self, log: Path, *, redis: bool = False, grace: int | None = None) -> None:
+    def __init__(
+        self,
+        log: Path,
+        *,
+        redis: bool = False,
+        grace: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``env``: more settings for the child, e.g. ``{"WATCHING_HEARTBEAT_SECONDS": "1"}``."""
         extra = {"DATABASE_URL": database_url(), "PYTHONPATH": str(BASE_DIR)}
         if redis:
             extra["REDIS_URL"] = REDIS_URL
         if grace is not None:
             extra["RUNNER_GRACE_SECONDS"] = str(grace)
-        super().__init__(log, child_env(**extra))
+        super().__init__(log, child_env(**{**extra, **(env or {})}))

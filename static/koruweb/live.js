@@ -3,7 +3,8 @@
 // that starts where it stands, and otherwise asks the server for exactly what changed since the
 // version it shows. A change too big for one message comes in parts ("part" k of "parts"),
 // applied in order; a page whose parts were broken off, or told to ("reload"), fetches its
-// regions over HTTP instead and asks for what changed since the version it got.
+// regions over HTTP instead and asks for what changed since the version it got. The list of
+// who is watching ({"watching": html}) comes beside the chain, with no version.
 (() => {
   const live = document.getElementById("live");
   if (!live) return;
@@ -94,6 +95,13 @@
       push = JSON.parse(event.detail.message.data);
     } catch {
       return skip(event);
+    }
+    if (typeof push.watching === "string") {
+      // Who is watching (activity/watching.py): not in the database, so it carries no version
+      // and leaves the chain alone; its region is morphed in place.
+      skip(event);
+      htmx.swap({ sourceElement: live, target: live, swap: "none", text: push.watching, transition: false });
+      return;
     }
     applying = null;
     if (reloading) return skip(event); // the reload brings all of it
