@@ -252,9 +252,10 @@ def test_redis_restarted_mid_turn_loses_nothing_and_pages_and_answers_go_on(team
 
 
 def test_a_busy_server_answers_the_next_pages_after_its_database_sessions_end(team):
-    """Six people on B at once leave B's pool six connections; the database ends them all (a
-    failover, an administrator); the people who come next, one after another, get their pages."""
-    pages = ["/", "/inbox/", "/search/?q=echo", "/workspaces/", "/", "/inbox/"]
+    """Eight people on B at once leave B's pool its eight connections; the database ends them
+    all (a failover, an administrator); the people who come next, one after another, get their
+    pages."""
+    pages = ["/", "/inbox/", "/search/?q=echo", "/workspaces/"] * 2
     assert at_once(team.visitor, pages, team.b.url) == [(path, 200) for path in pages]
     assert team.database.terminate_sessions() > 0
     loads = [(path, team.visitor.get(path, team.b.url).status) for path in pages]
