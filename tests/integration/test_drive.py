@@ -32,6 +32,9 @@ from activity.models import (
     Workspace,
 )
 from activity.runner.web import NOT_ALLOWED
+from tests.agents.real import anthropic
+from tests.agents.real.fakeapi import FakeModels, Say
+from tests.agents.real.harness import RealRun, isolated_env
 from tests.integration.test_runner import (  # noqa: F401  (a fixture: no runner outlives its test)
     AGENTS,
     Run,
@@ -127,11 +130,11 @@ def runner(server: Server, token: str, *flags: str) -> Run:
     return Run(server.ws_url, token, SDK_AGENT, *flags)
 
 
-def chat(run: Run) -> Chat:
+def chat(run: Run | RealRun) -> Chat:
     return Chat.objects.get(pk=run.chat_id)
 
 
-def told(run: Run, **fields: object) -> Chat:
+def told(run: Run | RealRun, **fields: object) -> Chat:
     """The chat once the runner's session info says ``fields``."""
 
     def says() -> Chat | None:
@@ -141,11 +144,11 @@ def told(run: Run, **fields: object) -> Chat:
     return eventually(says)
 
 
-def turns(run: Run) -> list[InferenceAttempt]:
+def turns(run: Run | RealRun) -> list[InferenceAttempt]:
     return list(InferenceAttempt.objects.filter(chat_id=run.chat_id).order_by("started_at"))
 
 
-def turns_ended(run: Run, count: int) -> list[InferenceAttempt]:
+def turns_ended(run: Run | RealRun, count: int) -> list[InferenceAttempt]:
     def ended() -> list[InferenceAttempt]:
         found = turns(run)
         done = len(found) >= count and all(turn.ended_at for turn in found[:count])
@@ -154,7 +157,7 @@ def turns_ended(run: Run, count: int) -> list[InferenceAttempt]:
     return eventually(ended, within=30)
 
 
-def running_turn(run: Run) -> InferenceAttempt:
+def running_turn(run: Run | RealRun) -> InferenceAttempt:
     return eventually(lambda: next((t for t in turns(run) if t.ended_at is None), None))
 
 
@@ -285,3 +288,46 @@ def test_a_viewer_is_refused_every_action_and_the_runner_gets_nothing(server, to
     assert ended.stop_reason == "end_turn" and ended.cancelled_by is None
     assert chat(run).mode == "default"
     assert "from the web" not in err and "refused the web" not in err
+
+
+def test_claude_reports_its_modes_and_commands_switches_to_a_listed_mode_and_runs_a_message(
+    koruweb_server: Server,
+    workspace: Workspace,
+    agent_token: str,
+    fake_models: FakeModels,
+    real_agents: Path,
+    tmp_path: Path,
+) -> None:
+    """The real claude-agent-acp (against the fake Anthropic API): its modes come from its
+    ``configOptions`` and are set through ``session/set_config_option``; its slash commands
+    from ``available_commands_update``."""
+    user = member(workspace, "alice", Role.APPROVER)
+    person = Person(koruweb_server, user)
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    env = isolated_env(home, anthropic.environment(f"{fake_models.url}/anthropic", home))
+    flags = ["--cwd", str(project), "--mode", "default", "--allow-web", "--web-modes", "plan"]
+    run = RealRun(koruweb_server.ws_url, agent_token, list(anthropic.COMMAND), env, *flags)
+    try:
+        assert run.chat_id.int, f"the runner printed no page:\n{run.stderr[-4000:]}"
+        found = eventually(lambda: (c := chat(run)).commands and c, within=60)
+        assert {"default", "plan", "bypassPermissions"} <= {mode["id"] for mode in found.modes}
+        assert [mode["id"] for mode in found.web_choices] == ["plan"]
+        assert found.mode == "default" and found.allow_web and found.runner_stays
+        assert all(command["name"] for command in found.commands)
+        status, said = person.choose(run.chat_id, "bypassPermissions")  # not listed
+        assert status == 400, said
+        status, said = person.choose(run.chat_id, "plan")
+        assert status == 302, said
+        told(run, mode="plan")
+        tag = fake_models.script(Say("Here is the plan."))
+        status, said = person.send(run.chat_id, f"Plan the work {tag}")
+        assert status == 302, said
+        (turn,) = turns_ended(run, 1)
+        assert turn.sent_by == user and turn.stop_reason == "end_turn", run.stderr[-4000:]
+        run.ctrl_c()  # no turn runs: the runner quits
+        code, err = run.finish()
+        assert code == 130 and "Traceback" not in err, err[-4000:]
+    finally:
+        if run.process.poll() is None:
+            run.kill()
