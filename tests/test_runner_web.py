@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 from acp.connection import StreamDirection, StreamEvent
+from django.core.management import CommandError, call_command
 from pydantic import BaseModel
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from activity.frames import Answer, SessionInfo, WebCancel, WebMode, WebPromptFrame, runner_frame
+from activity.management.commands.agent import mode_list
 from activity.runner import link as link_module
 from activity.runner import setup
 from activity.runner import web as web_module
@@ -421,3 +423,33 @@ async def test_an_agent_that_exits_while_the_runner_waits_for_a_prompt_ends_the_
         koru.runner.process.kill()
         assert await asyncio.wait_for(run, WITHIN) == 4
     assert "the agent exited with code -9 between turns" in capsys.readouterr().err
+
+
+def test_a_listed_mode_that_bypasses_permissions_is_said_aloud_when_the_session_starts(
+    capsys: pytest.CaptureFixture[str],
+):
+    outbox = Outbox()
+    web = Web(outbox, TurnTable(outbox), allow_web=True, web_modes=["yolo"], stays=True)
+    modes = setup.Modes(("default", "yolo"), ("Default", "YOLO"), None)
+    web.start(None, "s1", modes)  # type: ignore[arg-type]
+    said = capsys.readouterr().err
+    assert "the web may switch the agent to yolo: it then acts without asking anyone" in said
+    (info,) = [SessionInfo.model_validate_json(text) for _, text in outbox.frames]
+    assert info.web_modes == ["yolo"] and info.stays is True
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (["--stay"], "--stay needs --allow-web"),
+        (["--web-modes", "plan"], "--web-modes needs --allow-web"),
+        (["--allow-web", "--web-modes", "x" * 101], "at most 50 modes of at most 100 characters"),
+    ],
+)
+def test_the_web_flags_that_make_no_sense_are_refused_before_anything_starts(flags, error):
+    with pytest.raises(CommandError, match=error):
+        call_command("agent", "--server", "ws://127.0.0.1:9", "--token", "t", *flags, "--", "x")
+
+
+def test_web_modes_are_a_comma_list_without_blanks_or_repeats():
+    assert mode_list(" plan, default,,plan ") == ["plan", "default"]
