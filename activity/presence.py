@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from activity import chats, groups
@@ -118,6 +118,7 @@ def holds(chat_id: uuid.UUID, channel: str) -> bool:
 
 def alive(chat_id: uuid.UUID, channel: str) -> bool:
     """The runner's socket is still up (its heartbeat). False: a newer socket has the chat."""
+    connection.ensure_connection()  # a wait for a connection must not date the beat before it
     seen = timezone.now()
     return bool(Chat.objects.filter(pk=chat_id, runner_channel=channel).update(runner_seen_at=seen))
 

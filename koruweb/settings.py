@@ -130,7 +130,7 @@ def _database(url: str) -> dict[str, Any]:
         if config["NAME"] != ":memory:":
             Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     elif engine == "django.db.backends.postgresql":
-        from psycopg_pool import ConnectionPool
+        from koruweb import dbpool
 
         config["CONN_MAX_AGE"] = 0
         config["OPTIONS"] = {
@@ -139,7 +139,7 @@ def _database(url: str) -> dict[str, Any]:
                 "max_size": 8,
                 # A pooled connection is checked as it is handed out: one the server closed
                 # (a restart, terminated sessions) is replaced, not used (STACK.md G20).
-                "check": ConnectionPool.check_connection,
+                "check": dbpool.check,
                 "timeout": DATABASE_POOL_TIMEOUT,
             }
         }
