@@ -295,7 +295,6 @@ class Runner:
             mode=mode[:100] if mode else None,
             web_prompt_id=prompt.web_prompt_id,
         )
-        self.interrupts = 0  # a Ctrl-C in an earlier turn does not count towards quitting
         self.web.attempt_id = attempt_id
         self.turn = asyncio.create_task(
             conn.prompt(session_id=self.session_id, prompt=[text_block(text)])
