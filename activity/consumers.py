@@ -21,7 +21,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from activity import access, broadcast, groups, watching
+from activity import access, broadcast, groups, pushes, watching
 from activity.accounts import TokenKind
 from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
 from activity.hosts import HostSession
@@ -215,13 +215,13 @@ class ViewerConsumer(Relay):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page says which version it shows; it gets exactly what changed since, in as
-        many pushes as ``PUSH_MAX_BYTES`` makes it (``broadcast.render_push``)."""
+        many pushes as ``PUSH_MAX_BYTES`` makes it (``pushes.render_push``)."""
         since = since_asked(text_data)
         if self.chat_id is None or since is None:
             return  # not a resync request: nothing else is taken from a browser here
         self.held = []  # pushes wait until the catch-up is out, so the page sees them in order
         try:
-            texts = await database_sync_to_async(broadcast.render_push)(self.chat_id, since)
+            texts = await database_sync_to_async(pushes.render_push)(self.chat_id, since)
             for text in texts:
                 await self.send(text_data=text)
         finally:
@@ -282,7 +282,7 @@ class InboxConsumer(Relay):
         try:
             while True:
                 self.again = False
-                html = await database_sync_to_async(broadcast.render_inbox)(self.scope["user"])
+                html = await database_sync_to_async(pushes.render_inbox)(self.scope["user"])
                 text = json.dumps({"content": html})
                 if len(text) > settings.PUSH_MAX_BYTES:  # too big to push: the page fetches it
                     text = json.dumps({"reload": True})

@@ -34,7 +34,7 @@ def asking(acme) -> Prompt:
 
 
 def test_an_approvers_answer_is_recorded_and_shown_on_the_row(as_approver, asking):
-    from activity.broadcast import render_changes
+    from activity.pushes import render_changes
 
     before = Chat.objects.get(pk=asking.chat_id).version
     response = as_approver.post(

@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import connections
 
-from activity import broadcast, groups, presence
+from activity import broadcast, groups, presence, pushes
 from activity.frames import runner_frame
 from activity.ingest import ingest
 from activity.models import Workspace
@@ -46,7 +46,7 @@ async def apply(chat_id: uuid.UUID, *raw: dict) -> None:
     await broadcast.announce(result.change)
 
 
-async def pushes(channel: str, quiet: float) -> list[dict]:
+async def received_on(channel: str, quiet: float) -> list[dict]:
     layer = get_channel_layer()
     received: list[dict] = []
     while True:
@@ -100,11 +100,11 @@ async def test_a_push_waits_for_this_processs_viewers_to_have_the_last_one(monke
     chat_id = await new_chat()
     channel, page, second = await a_second_push_behind_a_held_one(chat_id)
     try:
-        first = await pushes(channel, quiet=0.3)
+        first = await received_on(channel, quiet=0.3)
         assert len(first) == 1 and not second.done()  # held: the viewer has not got the first
         page.release.set()
         await asyncio.wait_for(second, 2)
-        assert "step 3" in (await pushes(channel, quiet=0.3))[0]["content"]
+        assert "step 3" in (await received_on(channel, quiet=0.3))[0]["content"]
     finally:
         page.release.set()
         await broadcast.leave(chat_id, page)
@@ -119,7 +119,7 @@ async def test_a_viewer_that_never_takes_a_push_holds_the_next_for_a_moment_only
     try:
         await apply(chat_id, frames.tool_call(2, "c1", "step 0", status="pending"))
         await asyncio.wait_for(apply(chat_id, frames.tool_update(3, "c1", title="step 3")), 2)
-        received = await pushes(channel, quiet=0.5)
+        received = await received_on(channel, quiet=0.5)
     finally:
         page.release.set()
         await broadcast.leave(chat_id, page)
@@ -140,7 +140,7 @@ def test_a_push_looks_only_for_the_kinds_that_changed_and_misses_none():
 
     def render(since: int) -> tuple[str, int]:
         with CaptureQueriesContext(connection) as queries:
-            html, _ = broadcast.render_changes(chat_id, since)
+            html, _ = pushes.render_changes(chat_id, since)
         return html, len(queries)
 
     def every_kind_changed_at_the_last_version() -> None:
@@ -174,7 +174,7 @@ def test_a_chat_written_by_code_without_kind_versions_pushes_every_kind():
     Chat.objects.filter(pk=chat_id).update(  # as an older process would have left it
         meta_version=0, turns_version=0, replies_version=0, rows_version=0
     )
-    html, _ = broadcast.render_changes(chat_id, since)
+    html, _ = pushes.render_changes(chat_id, since)
     assert "Read a.py" in html
 
 
@@ -197,7 +197,7 @@ async def test_a_push_waiting_on_a_room_goes_out_when_its_last_viewer_leaves(mon
         await asyncio.wait_for(second, 2)
     finally:
         page.release.set()
-    assert "step 3" in (await pushes(channel, quiet=0.3))[-1]["content"]
+    assert "step 3" in (await received_on(channel, quiet=0.3))[-1]["content"]
 
 
 # --- no push is too big ----------------------------------------------------------------------
@@ -322,19 +322,19 @@ def test_a_change_many_times_the_bound_arrives_in_parts_whose_versions_chain_int
     chat_id = async_to_sync(new_chat)()
     ingest(chat_id, [runner_frame.validate_python(f) for f in many_calls(2, 40)])
 
-    single, version = broadcast.render_changes(chat_id, 0)  # what one push would have carried
-    assert len(broadcast.push_text(0, version, single)) > 10 * settings.PUSH_MAX_BYTES
-    texts = broadcast.render_push(chat_id, 0)
+    single, version = pushes.render_changes(chat_id, 0)  # what one push would have carried
+    assert len(pushes.push_text(0, version, single)) > 10 * settings.PUSH_MAX_BYTES
+    texts = pushes.render_push(chat_id, 0)
 
     assert len(texts) > 10
     assert all(len(text.encode()) <= settings.PUSH_MAX_BYTES for text in texts)
-    pushes = [json.loads(text) for text in texts]
-    assert [(p["from"], p["to"], p["part"], p["parts"]) for p in pushes] == [
+    parts = [json.loads(text) for text in texts]
+    assert [(p["from"], p["to"], p["part"], p["parts"]) for p in parts] == [
         (0, version, k, len(texts)) for k in range(1, len(texts) + 1)
     ]
     from_parts, shown = built_by(blank_page(), texts, 0)
     assert shown == version
-    assert from_parts == built_by(blank_page(), [broadcast.push_text(0, version, single)], 0)[0]
+    assert from_parts == built_by(blank_page(), [pushes.push_text(0, version, single)], 0)[0]
     assert from_parts.count('<tr id="tool-') == 40
 
 
@@ -345,19 +345,17 @@ def test_changed_and_new_rows_of_a_turn_the_page_shows_arrive_in_parts_that_buil
     chat_id = async_to_sync(new_chat)()
     ingest(chat_id, [runner_frame.validate_python(f) for f in many_calls(2, 10)])
     page_then = blank_page()
-    _, since = built_by(page_then, broadcast.render_push(chat_id, 0), 0)
+    _, since = built_by(page_then, pushes.render_push(chat_id, 0), 0)
 
     burst = [frames.tool_update(12 + n, f"call_{n}", status="completed") for n in range(10)]
     burst += many_calls(22, 30, turn="b") + [frames.say(52, "Read them all. " * 50)]
     ingest(chat_id, [runner_frame.validate_python(f) for f in burst])
-    texts = broadcast.render_push(chat_id, since)
-    single, version = broadcast.render_changes(chat_id, since)
+    texts = pushes.render_push(chat_id, since)
+    single, version = pushes.render_changes(chat_id, since)
 
     assert len(texts) > 3 and all(len(t) <= settings.PUSH_MAX_BYTES for t in texts)
     from_parts, shown = built_by(parse(str(page_then)), texts, since)
-    at_once, _ = built_by(
-        parse(str(page_then)), [broadcast.push_text(since, version, single)], since
-    )
+    at_once, _ = built_by(parse(str(page_then)), [pushes.push_text(since, version, single)], since)
     assert shown == version and from_parts == at_once
     assert from_parts.count(">Completed<") == 10 and from_parts.count('<tr id="tool-') == 40
 
@@ -372,10 +370,10 @@ def test_a_change_that_fits_is_one_push_rendered_once_as_before(settings, monkey
         split.append(args)
         return []
 
-    monkeypatch.setattr(broadcast, "split", splitting)
-    (text,) = broadcast.render_push(chat_id, 0)
-    html, version = broadcast.render_changes(chat_id, 0)
-    assert text == broadcast.push_text(0, version, html) and not split
+    monkeypatch.setattr(pushes, "split", splitting)
+    (text,) = pushes.render_push(chat_id, 0)
+    html, version = pushes.render_changes(chat_id, 0)
+    assert text == pushes.push_text(0, version, html) and not split
 
 
 def test_a_fragment_no_push_can_carry_tells_the_page_to_fetch_its_regions(settings):
@@ -384,7 +382,7 @@ def test_a_fragment_no_push_can_carry_tells_the_page_to_fetch_its_regions(settin
     since = ingest(
         chat_id, [runner_frame.validate_python(frames.say(2, "A long reply. " * 1_000))]
     ).change.since
-    (text,) = broadcast.render_push(chat_id, since)
+    (text,) = pushes.render_push(chat_id, since)
     push = json.loads(text)
     assert push == {"from": since, "to": push["to"], "reload": True} and push["to"] > since
 
@@ -404,7 +402,7 @@ async def test_a_change_in_parts_reaches_this_processs_viewers_in_order(settings
     await broadcast.join(chat_id, page)
     try:
         await apply(chat_id, *many_calls(2, 40))
-        sent = await pushes(channel, quiet=0.3)
+        sent = await received_on(channel, quiet=0.3)
         for _ in range(50):
             if len(got) == len(sent):
                 break

@@ -17,7 +17,7 @@ from django.db import connections
 from django.test import Client
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from activity import broadcast, groups, presence
+from activity import broadcast, groups, presence, pushes
 from activity.frames import CLOSE_TOO_LARGE, CLOSE_UNAVAILABLE
 from activity.models import AgentToken, Chat, ToolActivity, Workspace
 from koruweb.asgi import application
@@ -371,25 +371,23 @@ async def test_viewers_in_one_process_share_one_member_of_the_chats_group(acme_v
 async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeypatch, acme_viewer):
     import threading
 
-    from activity import broadcast
-
     _, token = await workspace_with_token()
     chat_id = uuid.uuid4()
     await (await runner(token, chat_id)).disconnect()
     watch = await viewer(acme_viewer, chat_id)
     assert (await watch.connect())[0]
     go = threading.Event()
-    render = broadcast.render_push
+    render = pushes.render_push
 
     def slow_render(chat_id: uuid.UUID, since: int) -> list[str]:
         go.wait(10)  # the catch-up is still being rendered while a push arrives
         return render(chat_id, since)
 
-    monkeypatch.setattr(broadcast, "render_push", slow_render)
+    monkeypatch.setattr(pushes, "render_push", slow_render)
     try:
         await watch.send_json_to({"since": 0})
         await watch.receive_nothing(timeout=0.1)
-        text = broadcast.push_text(1000, 1001, "<p>later</p>")
+        text = pushes.push_text(1000, 1001, "<p>later</p>")
         await get_channel_layer().group_send(
             groups.chat(chat_id), {"type": "chat.push", "text": text}
         )
@@ -443,7 +441,6 @@ async def test_updates_that_arrive_while_a_push_goes_out_are_carried_by_one_more
 async def test_a_push_that_fails_to_render_leaves_the_runner_connected_and_the_next_goes_out(
     monkeypatch,
 ):
-    from activity import broadcast
 
     _, token = await workspace_with_token()
     chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
@@ -451,15 +448,15 @@ async def test_a_push_that_fails_to_render_leaves_the_runner_connected_and_the_n
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(groups.chat(chat_id), channel)
-    render = broadcast.render_push
+    render = pushes.render_push
 
     def broken(chat_id: uuid.UUID, since: int) -> list[str]:
         raise RuntimeError("a template bug")
 
     try:
-        monkeypatch.setattr(broadcast, "render_push", broken)
+        monkeypatch.setattr(pushes, "render_push", broken)
         assert (await send_all(agent, *opening(attempt, reply)))[-1] == {"type": "ack", "seq": 3}
-        monkeypatch.setattr(broadcast, "render_push", render)
+        monkeypatch.setattr(pushes, "render_push", render)
         await send_all(agent, frames.tool_update(4, "call_1", status="completed"))
         content = ""
         while "Completed" not in content:  # the runner's hello was pushed before the failure

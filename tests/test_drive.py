@@ -14,7 +14,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.test import Client
 
-from activity import broadcast, drive, pipeline
+from activity import drive, pipeline, pushes
 from activity.frames import WEB_PROMPT_CHARS
 from activity.models import Chat, InferenceAttempt, WebPrompt
 from tests import frames
@@ -424,7 +424,7 @@ async def test_a_viewer_gets_no_message_box_and_the_push_carries_no_token(
     await post(as_approver, run.url("messages"), text="Queued for later")
     shown = await page(as_viewer, run)
     assert 'id="compose"' not in shown and 'data-can-answer="false"' in shown
-    pushed, _ = await database_sync_to_async(broadcast.render_changes)(run.chat_id, before)
+    pushed, _ = await database_sync_to_async(pushes.render_changes)(run.chat_id, before)
     assert "Queued for later" in pushed and 'id="compose"' not in pushed
     assert "csrfmiddlewaretoken" not in pushed
     await run.runner.stop()

@@ -13,7 +13,6 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from activity import answers, reads
-from activity.broadcast import render_changes
 from activity.contract import tool_activity_json_schema
 from activity.frames import runner_frame
 from activity.ingest import ingest
@@ -25,6 +24,7 @@ from activity.models import (
     ToolActivity,
     Workspace,
 )
+from activity.pushes import render_changes
 from tests import frames
 from tests.factories import run
 

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from activity import broadcast
+from activity import pushes
 from activity.models import AgentToken, Prompt
 from tests import frames
 from tests.factories import run
@@ -89,7 +89,7 @@ def test_a_pushed_prompt_form_has_no_token_but_a_link_to_a_page_of_its_own_with_
         frames.permission(2, 7, "c1", "Delete build/"),
     )
     prompt = Prompt.objects.get(chat=chat)
-    pushed, _ = broadcast.render_changes(chat.pk, 0)
+    pushed, _ = pushes.render_changes(chat.pk, 0)
     assert "csrfmiddlewaretoken" not in pushed
     assert f'href="/prompts/{prompt.pk}/answer"' in pushed
     own_page = as_approver.get(f"/prompts/{prompt.pk}/answer").content.decode()
