@@ -51,7 +51,7 @@ from activity.hostframes import (
     to_host,
 )
 from activity.runner.hostdirs import Outside, listing, real_roots, resolve
-from activity.runner.link import BACKOFF_MAX, BACKOFF_SECONDS, say
+from activity.runner.link import BACKOFF_MAX, BACKOFF_SECONDS, TOKEN_VARIABLE, say
 from activity.runner.spawn import _die_with_runner
 
 MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
@@ -267,13 +267,14 @@ class Host:
             return
         say(f"starting {frame.agent} in {directory}")
         argv = [sys.executable, str(MANAGE_PY), "agent", "--server", self.options.server]
-        argv += ["--token", frame.token, "--allow-web", "--stay", "--cwd", directory]
+        argv += ["--allow-web", "--stay", "--cwd", directory]  # the token in its env, not ps
         argv += [f"--title={frame.title}"] if frame.title else []
         argv += [f"--prompt={frame.prompt}", "--", *command]
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=directory,
+                env={**os.environ, TOKEN_VARIABLE: frame.token},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,

@@ -59,6 +59,7 @@ REFUSING = {CLOSE_PROTOCOL, CLOSE_SERVER_ERROR, CloseCode.INTERNAL_ERROR, *TOO_B
 REFUSALS = 3  # connections in a row refused on the same frame before the runner stops
 BACKOFF_SECONDS = 0.25  # the first delay before a reconnect; it doubles up to BACKOFF_MAX
 BACKOFF_MAX = 10.0
+TOKEN_VARIABLE = "KORUWEB_TOKEN"  # the token, when not on the command line (where ps shows it)
 
 
 class Fatal(Exception):

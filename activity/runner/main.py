@@ -31,7 +31,7 @@ from acp.schema import (
 
 from activity.frames import TurnEnded, TurnStarted
 from activity.runner import setup
-from activity.runner.link import Fatal, Link, Refused, say
+from activity.runner.link import TOKEN_VARIABLE, Fatal, Link, Refused, say
 from activity.runner.outbox import Outbox, cut_text
 from activity.runner.spawn import one_line_logs, spawn
 from activity.runner.turns import RunnerClient, TurnTable
@@ -197,7 +197,8 @@ class Runner:
             async with spawn(
                 cast(Client, RunnerClient(self.table)),
                 self.options.command,
-                env=os.environ,  # API keys, HOME, PATH: the agent needs them all
+                # API keys, HOME, PATH: the agent needs them all, but not koruweb's token
+                env={k: v for k, v in os.environ.items() if k != TOKEN_VARIABLE},
                 cwd=self.options.cwd,
                 limit=READ_LIMIT,
                 warn=say,

@@ -27,7 +27,7 @@ from activity import groups
 from activity.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
 from activity.hostframes import ListDir, Listing, Start
 from activity.models import Chat, Membership, Role, ToolActivity, Workspace
-from tests.integration.test_runner import eventually
+from tests.integration.test_runner import children, eventually
 from tests.liveserver import BASE_DIR, REDIS_URL, Server, child_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -199,6 +199,15 @@ def test_a_host_comes_online_lists_a_directory_and_starts_a_run_whose_rows_appea
     assert turn.prompt == "basic"
     assert eventually(lambda: Chat.objects.get(pk=chat_id).allow_web)  # started --allow-web
     run = HostRun.objects.get()
+    assert run.token is not None
+    runners = children(running.process.pid)
+    agents = {agent for runner in runners for agent in children(runner)}
+    assert runners and agents, "the host runs the run's runner, which runs its agent"
+    for pid, shown in [(p, ["cmdline"]) for p in runners] + [
+        (p, ["cmdline", "environ"]) for p in agents
+    ]:
+        seen = b"".join(Path(f"/proc/{pid}/{name}").read_bytes() for name in shown)
+        assert run.token.hint.encode() not in seen  # not in ps, nor handed on to the agent
     assert run.status == HostRunStatus.STARTED and run.requested_by is not None
     code, err = running.stop()  # its runners stop with it, and it says so
     assert code == 130, err

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from activity.runner import host
+from activity.runner.link import TOKEN_VARIABLE
 from activity.runner.main import Options, run
 from activity.runner.web import MAX_MODES, NAME_CHARS
 
@@ -26,7 +28,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--server", required=True, help="ws://HOST:PORT of koruweb")
-        parser.add_argument("--token", required=True, help="an agent token of the workspace")
+        parser.add_argument(
+            "--token",
+            default=os.environ.get(TOKEN_VARIABLE) or None,
+            help=f"an agent token of the workspace (or in ${TOKEN_VARIABLE}, kept out of ps)",
+        )
         parser.add_argument("--title", help="the run's title (default: the first prompt)")
         parser.add_argument("--cwd", default=".", help="the agent's working directory")
         parser.add_argument("--mode", help="a session mode, e.g. 'default' to be asked")
@@ -71,6 +77,8 @@ class Command(BaseCommand):
         server = options["server"]
         if not server.startswith(("ws://", "wss://")):
             raise CommandError(f"--server {server!r}: use ws://HOST:PORT or wss://HOST")
+        if not options["token"]:
+            raise CommandError(f"give an agent token: --token TOKEN, or ${TOKEN_VARIABLE}")
         for flag in ("web_modes", "stay"):
             if options[flag] and not options["allow_web"]:
                 raise CommandError(f"--{flag.replace('_', '-')} needs --allow-web")
