@@ -19,13 +19,26 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 from django.db import connections
 
 BASE_DIR = Path(__file__).resolve().parents[1]
-REDIS_URL = os.environ.get("KORUWEB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _redis_url() -> str:
+    """The test Redis; each pytest-xdist worker gets a database of its own (tokens' groups and
+    the login limit are keyed by ids and names that the workers' databases share)."""
+    url = urlsplit(os.environ.get("KORUWEB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url.geturl()
+    db = int(url.path.strip("/") or 0) + 1 + int(worker[2:])
+    return url._replace(path=f"/{db}").geturl()
+
+
+REDIS_URL = _redis_url()
 APP = "koruweb.asgi:application"
 
 
