@@ -213,7 +213,9 @@ def team_database() -> Iterator[str]:
     try:
         psycopg.connect(server).close()
     except psycopg.OperationalError as error:
-        pytest.skip(f"PostgreSQL does not answer at {PG_SERVER}: {error}")
+        pytest.fail(
+            f"make run-team needs PostgreSQL, which does not answer at {PG_SERVER}: {error}"
+        )
     name = f"koruweb_team_test_{uuid.uuid4().hex[:12]}"
     yield urllib.parse.urlsplit(PG_SERVER)._replace(path=f"/{name}").geturl()
     with psycopg.connect(server, autocommit=True) as conn:
