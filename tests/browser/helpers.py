@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +24,26 @@ from tests.browser.runner import Runner
 
 PASSWORD = "correct horse battery staple"
 RECONNECT_TIMEOUT = 15  # s: the page's socket backs off 0.5 s, 1 s, 2 s … between tries
+
+
+SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
+# The two sizes people look at: ``new_page(**DESKTOP)``, ``new_page(**PHONE)``.
+DESKTOP: dict[str, Any] = {"viewport": {"width": 1280, "height": 800}}
+PHONE: dict[str, Any] = {
+    "viewport": {"width": 390, "height": 844},
+    "device_scale_factor": 2,
+    "is_mobile": True,
+    "has_touch": True,
+}
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """What the person sees now, kept as var/screenshots/<name>.png for a person to look at."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.evaluate("() => document.getAnimations().forEach((a) => a.finish())")
+    page.screenshot(path=path, full_page=True)
+    return path
 
 
 @cache

@@ -21,24 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from playwright.sync_api import Page, expect
 
 from activity.models import InferenceAttempt, Role, WebPrompt
 from tests import frames
-from tests.browser.helpers import Live, Team, member, open_chat, sign_in, watch
+from tests.browser.helpers import PHONE, Live, Team, member, open_chat, screenshot, sign_in, watch
 from tests.browser.runner import Runner
 from tests.liveserver import BASE_DIR, Server, child_env
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
-PHONE: dict[str, Any] = {
-    "viewport": {"width": 390, "height": 844},
-    "device_scale_factor": 2,
-    "is_mobile": True,
-    "has_touch": True,
-}
 MODES = [
     {"id": "default", "name": "Ask first", "description": "Asks before it acts"},
     {"id": "plan", "name": "Plan", "description": "Plans, changes nothing"},
@@ -49,15 +41,6 @@ COMMANDS = [
     {"name": "release", "description": "Cut a release", "hint": "version"},
     {"name": "init", "description": "Write an AGENTS.md", "hint": ""},
 ]
-
-
-def screenshot(page: Page, name: str) -> Path:
-    """What the person sees now, kept as var/screenshots/<name>.png."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    page.evaluate("() => document.getAnimations().forEach((a) => a.finish())")
-    page.screenshot(path=path, full_page=True)
-    return path
 
 
 def sideways(page: Page) -> int:
