@@ -15,6 +15,11 @@ PREFIXES = {
     "tools": "tools-",  # a turn's table body, where pushes append new rows
     "turn-head": "turn-head-",  # a turn's head: prompt, status, plan, notes
     "reply": "reply-",  # a turn's reply
+    "turn-title": "turn-title-",  # a turn's heading, which names its section
+    # What a row's accessible name is made of (aria-labelledby): its label, status, duration.
+    "call-label": "call-label-",
+    "call-status": "call-status-",
+    "call-duration": "call-duration-",
 }
 TURNS = "turns"  # the chat page's list of turns, where pushes append new turns
 
