@@ -143,6 +143,9 @@ class InferenceAttempt(models.Model):
     stop_reason = models.CharField(max_length=64, blank=True)
     plan: models.JSONField[Any] = models.JSONField(default=list, blank=True)
     usage: models.JSONField[Any] = models.JSONField(null=True, blank=True)
+    # The session's usage_update readings when the turn started ("before") and the latest one
+    # during it ("after"): what the turn cost is how far the session's cost grew (usage.py).
+    meter: models.JSONField[Any] = models.JSONField(default=dict, blank=True)
     # What koruweb did not understand of what the agent sent in this turn, for the page.
     notes: models.JSONField[Any] = models.JSONField(default=list, blank=True)
     # Who sent its prompt from the web (null: the runner's own prompt), and who asked from
