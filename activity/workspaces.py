@@ -34,6 +34,7 @@ from activity.work import ChatChange
 PAGE = "activity/workspace.html"
 LIST = "activity/workspaces.html"
 CONFIRM = "activity/delete_run.html"
+MANAGE = ".venv/bin/python manage.py"  # as README.md writes every command line
 
 
 class Invalid(Exception):
@@ -189,10 +190,10 @@ def page(
         context["new_token"], context["plain_token"] = new_token
         server = f"{scheme}://{request.get_host()}"
         context["command"] = (
-            f"python manage.py agent host --server {server} --token {new_token[1]} "
+            f"{MANAGE} agent host --server {server} --token {new_token[1]} "
             "--agent NAME=COMMAND --root DIR"
             if new_token[0].kind == TokenKind.HOST
-            else f"python manage.py agent --server {server} --token {new_token[1]} -- AGENT"
+            else f"{MANAGE} agent --server {server} --token {new_token[1]} -- AGENT"
         )
     response = render(request, PAGE, context, status=status)
     add_never_cache_headers(response)  # a page that may show a token stays out of caches

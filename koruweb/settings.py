@@ -83,6 +83,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "activity.notfound.NotFoundMiddleware",  # "not found, or not yours", even with DEBUG on
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from activity.login import LoginView
+from activity.notfound import page_not_found
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -11,3 +12,5 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("activity.urls")),
 ]
+
+handler404 = page_not_found  # the same page as activity.notfound's middleware, DEBUG off

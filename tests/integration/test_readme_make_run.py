@@ -186,6 +186,28 @@ def shows_the_run(browser: Browser, base: str, log: Path) -> None:
     )
 
 
+def opens_the_printed_link(browser: Browser, port: int, log: Path) -> None:
+    """The run's page the runner printed opens for the demo login (it is in its workspace)."""
+    printed = until(
+        lambda: re.search(rf"http://127\.0\.0\.1:{port}/chats/[0-9a-f-]+/", log.read_text()),
+        30,
+        lambda: f"the runner printed no page:\n{tail(log)}",
+    )
+    address, page = browser.get(printed[0].removeprefix(browser.base))
+    assert address == printed[0] and DEMO_TITLE in page
+
+
+def keeps_its_token_private(var: Path, sid: int) -> None:
+    """The demo token is kept under var/ for the next ``make run``, readable by its owner only,
+    and no process shows it on its command line."""
+    [kept] = var.glob("demo-token-*")
+    assert kept.stat().st_mode & 0o777 == 0o600
+    token = kept.read_text().strip().encode()
+    for pid in session_pids(sid):
+        with contextlib.suppress(OSError):
+            assert token not in Path(f"/proc/{pid}/cmdline").read_bytes(), pid
+
+
 def stopped(child: subprocess.Popen[bytes], ports: list[int], log: Path) -> None:
     """``make`` exits, and with it every process it started; nothing listens on ``ports``."""
     try:
@@ -200,8 +222,10 @@ def test_make_run_serves_the_demo_and_ctrl_c_stops_everything(tmp_path):
     port = free_ports(1)
     log = tmp_path / "make-run.log"
     with make("run", port, log, KORUWEB_VAR_DIR=str(tmp_path / "var")) as child:
-        see_the_demo_run(f"http://127.0.0.1:{port}", log)
+        browser = see_the_demo_run(f"http://127.0.0.1:{port}", log)
         assert (tmp_path / "var" / "koruweb.sqlite3").exists()  # not the developer's var/
+        opens_the_printed_link(browser, port, log)
+        keeps_its_token_private(tmp_path / "var", child.pid)
         os.killpg(child.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         stopped(child, [port], log)
 
