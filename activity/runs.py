@@ -25,9 +25,14 @@ STATUSES = [
 
 
 class RunFilter(forms.Form):
-    workspace = forms.ChoiceField(required=False)
-    agent = forms.ChoiceField(required=False)
-    status = forms.ChoiceField(required=False, choices=STATUSES)
+    # Each select names its choice in its first option; its name says it to a screen reader.
+    workspace = forms.ChoiceField(
+        required=False, widget=forms.Select(attrs={"aria-label": "Workspace"})
+    )
+    agent = forms.ChoiceField(required=False, widget=forms.Select(attrs={"aria-label": "Agent"}))
+    status = forms.ChoiceField(
+        required=False, choices=STATUSES, widget=forms.Select(attrs={"aria-label": "Status"})
+    )
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     waiting = forms.BooleanField(required=False, label="waiting for an answer")
@@ -100,6 +105,7 @@ class Summary:
     started_at: int | None = None
     ended_at: int | None = None
     watching: int = 0  # people watching it now (activity/watching.py)
+    waiting: int = 0  # its prompts waiting for a person (activity/needs.py)
 
     @property
     def duration_ms(self) -> int | None:

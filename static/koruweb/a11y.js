@@ -1,6 +1,6 @@
-// Accessibility on every page: a keyboard path to a waiting prompt in two keys (Tab, Enter — or
-// the access key W), and, on a page with a live region (#prompt-announcer, the chat page), a
-// spoken line for each new prompt. Prompts are pushed and answered live, so both follow the DOM.
+// Accessibility on every page: a keyboard path to a waiting prompt in two keys (Tab, Enter: the
+// link first in tab order; or Alt+Shift+W), and, on a page with a live region (#prompt-announcer,
+// the chat page), a spoken line for each new prompt. Prompts are pushed and answered live, so both follow the DOM.
 (() => {
   // Only where this person may answer: a viewer's page hides the answer forms.
   const WAITING = '.answering[data-can-answer="true"] .prompt-box.awaiting[data-prompt]';
@@ -32,7 +32,7 @@
     // Emptied first, so the same words said twice are read twice.
     region.textContent = "";
     setTimeout(() => {
-      region.textContent = `New prompt: ${first}.${more} The link "Jump to the waiting prompt" is first on the page.`;
+      region.textContent = `New prompt: ${first}.${more} Alt+Shift+W jumps to it.`;
     }, 50);
   };
 
@@ -47,15 +47,25 @@
     announce(fresh);
   };
 
-  document.addEventListener("click", (event) => {
-    const jump = event.target.closest("#jump-waiting");
-    if (!jump) return;
+  // Focused, a prompt takes its number keys: 1 for its first option, 2 for the next…
+  const jumpToPrompt = (event) => {
     const prompt = waiting();
     if (!prompt) return;
     event.preventDefault();
-    // Focused, a prompt takes its number keys: 1 for its first option, 2 for the next…
     prompt.scrollIntoView({ block: "center" });
     prompt.focus({ preventScroll: true });
+  };
+
+  document.addEventListener("click", (event) => {
+    if (event.target.closest("#jump-waiting")) jumpToPrompt(event);
+  });
+
+  // Alt+Shift+W from anywhere, also in a text box: the link's access key as Firefox spells it,
+  // for every browser (Chrome's own Alt+W reaches the link's access key as well).
+  document.addEventListener("keydown", (event) => {
+    if (event.altKey && event.shiftKey && !event.ctrlKey && !event.metaKey && event.code === "KeyW") {
+      jumpToPrompt(event);
+    }
   });
 
   const start = () => {
