@@ -23,9 +23,11 @@ from activity.contract import (
     ToolErrorCode,
     ToolStatus,
 )
+from activity.invites import Invite  # registered with the app
+from activity.mentions import Mention  # registered with the app
 from activity.webprompts import WebPrompt, WebPromptStatus  # registered with the app
 
-__all__ = ["AgentToken", "Membership", "Role", "WebPrompt", "WebPromptStatus"]
+__all__ = ["AgentToken", "Invite", "Membership", "Mention", "Role", "WebPrompt", "WebPromptStatus"]
 
 
 class Workspace(models.Model):
