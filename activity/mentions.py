@@ -122,7 +122,7 @@ def render(text: str, names: Iterable[str]) -> SafeString:
             last = match.end()
         return "".join(parts) + escape(data[last:], quote=False)
 
-    html = render_markdown(text)
+    html: str = render_markdown(text)
     if members:
         html = nh3.clean(
             _walk(html, highlight),
