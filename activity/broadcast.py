@@ -14,7 +14,8 @@ crosses the channel layer once per process, not once per viewer (bench/README.md
 
 Every writer returns a ``ChatChange`` (``chats.change``) and the layer that committed it calls
 ``announce(change)`` (or ``announce_sync`` from synchronous code): the chat's viewers get the
-push and, when prompts opened or closed, the inboxes of its workspace are told. Nothing else
+push and, when prompts opened or closed, the inboxes of its workspace are told (and the runs
+lists, when their line of the chat changed: ``needs.py``). Nothing else
 pushes. Each change is pushed after its commit, at once. The
 agent socket takes the frames that arrived while a batch was written and pushed as its next
 batch (``consumers.AgentConsumer.drain``), so under load one push carries many updates, each
@@ -37,7 +38,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from activity import groups, pushes
+from activity import groups, needs, pushes
 from activity.frames import CLOSE_UNAVAILABLE
 from activity.work import ChatChange
 
@@ -46,14 +47,8 @@ log = logging.getLogger(__name__)
 
 # Inboxes: every socket of a user who may answer in a workspace joins ``groups.inbox``
 # (superusers ``groups.INBOX_ALL``) and is told when a prompt there opens, is answered or closes;
-# each inbox then renders what its own user may answer (``pushes.render_inbox``).
-async def inbox_changed(workspace_id: uuid.UUID) -> None:
-    layer = get_channel_layer()
-    try:
-        for name in (groups.inbox(workspace_id), groups.INBOX_ALL):
-            await layer.group_send(name, {"type": "inbox.changed"})
-    except Exception:  # the prompts are committed: an inbox catches up when it reconnects
-        log.exception("telling the inboxes of workspace %s failed", workspace_id)
+# each inbox then renders what its own user may answer (``pushes.render_inbox``). Those
+# messages, and the runs list's, are ``needs.py``'s (``needs.announce``).
 
 
 _PROCESS = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -241,12 +236,10 @@ async def announce(change: ChatChange) -> None:
     """Tell everyone who watches what a committed change did: the chat's viewers get the push,
     and the inboxes of its workspace are told when prompts opened, were answered or closed."""
     await changed(change.chat_id, change.since, change.version)
-    if change.prompts_changed:
-        await inbox_changed(change.workspace_id)
+    await needs.announce(change)  # the inboxes, the header counts, the runs lists
 
 
 def announce_sync(change: ChatChange) -> None:
     """``announce`` for synchronous code (a view, a command)."""
     changed_sync(change.chat_id, change.since, change.version)
-    if change.prompts_changed:
-        async_to_sync(inbox_changed)(change.workspace_id)
+    needs.announce_sync(change)

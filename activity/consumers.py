@@ -4,6 +4,8 @@
 hello, batches, acknowledgements, heartbeat; its close codes). ``ViewerConsumer``
 (``/ws/chats/<id>/``) sends a browser what changed since the version it shows, then every push.
 ``InboxConsumer`` (``/ws/inbox/``) re-renders a person's open prompts when one opens or closes.
+``NeedsConsumer`` (``/ws/needs/``, every page) passes on what waits for a person and, on the
+runs list, each run's line.
 ``HostConsumer`` (``/ws/host/``) relays an agent host's socket to its ``hosts.HostSession``.
 """
 
@@ -21,7 +23,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from activity import access, broadcast, groups, pushes, watching
+from activity import access, broadcast, groups, needs, pushes, watching
 from activity.accounts import TokenKind
 from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
 from activity.hosts import HostSession
@@ -296,5 +298,58 @@ class InboxConsumer(Relay):
         """A render in flight ends with the socket (STACK.md G21)."""
         if self.rendering is not None:
             self.rendering.cancel()
+        for name in getattr(self, "groups_joined", []):
+            await self.channel_layer.group_discard(name, self.channel_name)
+
+
+class NeedsConsumer(Relay):
+    """``/ws/needs/``: what waits for this person, on every page (``needs.py``): their counts
+    first, then each workspace's as it changes (only where they may answer); on a runs page,
+    once it says which runs it shows, those lines now and every member's run as it changes."""
+
+    groups_joined: list[str]
+    runs_joined = False
+
+    async def connect(self) -> None:
+        await self.accept()
+        self.groups_joined = []
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to see what waits for you")
+            return
+        workspaces = await database_sync_to_async(access.answering_workspaces)(user)
+        names = [groups.INBOX_ALL] if workspaces is None else list(map(groups.inbox, workspaces))
+        await self.join(names)
+        # Counted after joining: nothing that changes from here on is missed.
+        await self.send(text_data=await database_sync_to_async(needs.snapshot)(user))
+
+    async def join(self, names: list[str]) -> None:
+        for name in names:
+            await self.channel_layer.group_add(name, self.channel_name)
+        self.groups_joined += names
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """A runs page says which runs it shows; it gets their lines as they are now."""
+        ids = needs.asked_runs(text_data)
+        user = self.scope["user"]
+        if ids is None or not user.is_authenticated:
+            return
+        if not self.runs_joined:
+            self.runs_joined = True
+            workspaces = await database_sync_to_async(needs.member_workspaces)(user)
+            await self.join(
+                [groups.RUNS_ALL] if workspaces is None else list(map(groups.runs, workspaces))
+            )
+        for text in await database_sync_to_async(needs.catch_up)(user, ids):
+            await self.send(text_data=text)
+
+    async def inbox_changed(self, event: dict[str, Any]) -> None:
+        if event.get("needs"):
+            await self.send(text_data=event["needs"])
+
+    async def runs_changed(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["text"])
+
+    async def disconnect(self, code: int) -> None:
         for name in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(name, self.channel_name)

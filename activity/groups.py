@@ -27,6 +27,17 @@ def token(token_id: int) -> str:
 
 
 def inbox(workspace_id: uuid.UUID | str) -> str:
-    """The inbox sockets of the people who may answer in a workspace; told ``inbox.changed``
-    when a prompt there opens, is answered or closes."""
+    """The inbox sockets of the people who may answer in a workspace, and their pages' needs
+    sockets (the header's count, ``needs.py``); told ``inbox.changed`` when a prompt there
+    opens, is answered or closes, with ``"needs"``: the workspace's count, rendered once."""
     return f"inbox-{workspace_id}"
+
+
+# Superusers' runs-list sockets: told of every workspace's runs.
+RUNS_ALL = "runs-all"
+
+
+def runs(workspace_id: uuid.UUID | str) -> str:
+    """The runs-list sockets of a workspace's members (any role); receive ``{"type":
+    "runs.changed", "text": <JSON>}`` with a run's line, rendered once (``needs.py``)."""
+    return f"runs-{workspace_id}"

@@ -6,7 +6,13 @@ from channels.auth import AuthMiddlewareStack
 from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import path
 
-from activity.consumers import AgentConsumer, HostConsumer, InboxConsumer, ViewerConsumer
+from activity.consumers import (
+    AgentConsumer,
+    HostConsumer,
+    InboxConsumer,
+    NeedsConsumer,
+    ViewerConsumer,
+)
 
 websocket_urlpatterns = [
     # Runners send no Origin: they stay outside the Origin check and present a token instead.
@@ -17,4 +23,6 @@ websocket_urlpatterns = [
         AllowedHostsOriginValidator(AuthMiddlewareStack(ViewerConsumer.as_asgi())),
     ),
     path("ws/inbox/", AllowedHostsOriginValidator(AuthMiddlewareStack(InboxConsumer.as_asgi()))),
+    # Every page: the header's count of prompts waiting, and the runs list's lines (needs.py).
+    path("ws/needs/", AllowedHostsOriginValidator(AuthMiddlewareStack(NeedsConsumer.as_asgi()))),
 ]

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods
 
-from activity import access, answers, broadcast, dom, reads, watching
+from activity import access, answers, broadcast, dom, needs, reads, watching
 from activity import runs as runs_list
 from activity.frames import WEB_PROMPT_CHARS
 from activity.models import Prompt, Role
@@ -25,14 +25,12 @@ def runs(request: HttpRequest) -> HttpResponse:
     page = Paginator(chosen.order_by("-created_at"), runs_list.PAGE_SIZE).get_page(
         request.GET.get("page")
     )
-    chats = list(page.object_list)
-    summaries = runs_list.summaries(chats)
-    for chat_id, people in watching.counts(c.pk for c in chats).items():
-        summaries[chat_id].watching = people
-    rows = [(chat, summaries[chat.pk]) for chat in chats]
+    rows = needs.rows(list(page.object_list))
     query = request.GET.copy()
     query.pop("page", None)
+    answer_in = access.answering_workspaces(request.user)  # where a waiting run needs *you*
     context = {"form": form, "page": page, "rows": rows, "query": query.urlencode()}
+    context |= {"answer_in": answer_in or [], "answer_all": answer_in is None}
     return render(request, "activity/runs.html", context)
 
 

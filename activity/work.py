@@ -40,6 +40,7 @@ class ChatChange:
     since: int
     version: int
     prompts_changed: bool = False  # a prompt opened, was answered or closed: inboxes change
+    listed: bool = False  # what the runs list shows of it changed (head, a turn, a prompt)
 
     @property
     def changed(self) -> bool:
@@ -48,7 +49,8 @@ class ChatChange:
     @classmethod
     def gone(cls, chat: Chat) -> ChatChange:
         """A chat that was deleted: nothing to push, but its open prompts left the inboxes."""
-        return cls(chat.pk, chat.workspace_id, chat.version, chat.version, prompts_changed=True)
+        version = chat.version
+        return cls(chat.pk, chat.workspace_id, version, version, prompts_changed=True, listed=True)
 
 
 @dataclass
@@ -127,6 +129,13 @@ class Work:
     def prompts_changed(self) -> bool:
         touched = [*self.new, *(obj for obj, _ in self.dirty.values())]
         return any(isinstance(obj, Prompt) for obj in touched)
+
+    @property
+    def listed(self) -> bool:
+        """Whether the runs list's line of the chat changed: its head (title, runner), a turn
+        started or ended, a prompt opened or closed (its "needs you" marker)."""
+        touched = [*self.new, *(obj for obj, _ in self.dirty.values())]
+        return self.meta_changed or any(isinstance(o, InferenceAttempt | Prompt) for o in touched)
 
 
 def write(work: Work, since: int) -> None:

@@ -1,0 +1,35 @@
+"""``{% inbox_link %}``: the header's *Inbox* link with the count of prompts waiting for this
+person (``needs.py``); needs.js keeps it, and the tab title, live."""
+
+from __future__ import annotations
+
+import json
+
+from django import template
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from activity import needs
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def inbox_link(context: template.Context) -> SafeString:
+    user = context.get("user")
+    if not getattr(user, "is_authenticated", False):
+        return SafeString("")
+    said = needs.counts(user)
+    total = sum(said["counts"].values())
+    return format_html(
+        '<a href="{}" id="inbox-link" class="inbox-link" data-counts="{}" data-all="{}">Inbox'
+        '<span class="needs-count" id="needs-count" aria-hidden="true"{}>{}</span>'
+        '<span class="visually-hidden" id="needs-words">{}</span></a>',
+        reverse("inbox"),
+        json.dumps(said["counts"]),
+        "true" if said["all"] else "false",
+        "" if total else SafeString(" hidden"),
+        total,
+        f", {total} waiting for you" if total else "",
+    )

@@ -1,0 +1,114 @@
+// Needs you, on every page (activity/needs.py): the count on Inbox and in the tab title, a
+// line read out when a new prompt arrives, and on the runs list each run's line in place.
+// The server says each workspace's count, once for everyone; this page adds up the
+// workspaces where its person may answer (the socket only hears of those).
+(() => {
+  const link = document.getElementById("inbox-link");
+  if (!link) return;
+  const badge = document.getElementById("needs-count");
+  const words = document.getElementById("needs-words");
+  const announcer = document.getElementById("needs-announcer");
+  const table = document.getElementById("runs");
+  let counts = JSON.parse(link.dataset.counts || "{}");
+  let everywhere = link.dataset.all === "true";
+  const heard = new Set(); // prompts already read out
+
+  // --- the count ---------------------------------------------------------------------------
+  const total = () => Object.values(counts).reduce((sum, n) => sum + n, 0);
+  const show = () => {
+    const n = total();
+    badge.textContent = String(n);
+    badge.hidden = n === 0;
+    words.textContent = n ? `, ${n} waiting for you` : "";
+    link.dataset.waiting = String(n);
+    const bare = document.title.replace(/^\(\d+\) /, "");
+    const title = n ? `(${n}) ${bare}` : bare;
+    if (document.title !== title) document.title = title;
+    markYours();
+  };
+
+  // --- what a new prompt says --------------------------------------------------------------
+  const here = (chat) => location.pathname.startsWith(`/chats/${chat}/`); // read out there already (a11y.js)
+  const announce = (asks) => {
+    const fresh = asks.filter((ask) => !heard.has(ask.prompt) && !here(ask.chat));
+    asks.forEach((ask) => heard.add(ask.prompt));
+    if (!fresh.length || !announcer) return;
+    const line = fresh.map((ask) => `Agent in ${ask.run} asks: ${ask.text}`).join(" ");
+    announcer.textContent = ""; // emptied first, so the same words twice are read twice
+    setTimeout(() => { announcer.textContent = line; }, 50);
+  };
+
+  // --- the runs list -----------------------------------------------------------------------
+  const mayAnswer = (workspace) => everywhere || Object.hasOwn(counts, workspace);
+  const markYours = (rows) => {
+    if (!table) return;
+    for (const row of rows || table.querySelectorAll("tr.run")) {
+      row.toggleAttribute("data-yours", mayAnswer(row.dataset.workspace));
+    }
+  };
+  const shown = () => (table ? [...table.querySelectorAll("tr.run")].map((row) => row.id.slice(5)) : []);
+  const parse = (html) => {
+    const template = document.createElement("template");
+    template.innerHTML = `<table><tbody>${html}</tbody></table>`;
+    return template.content.querySelector("tr");
+  };
+  const placeRun = (push) => {
+    const old = document.getElementById(`chat-${push.run}`);
+    if (push.gone) return old?.remove();
+    const row = parse(push.html);
+    if (!row) return;
+    markYours([row]);
+    if (old) {
+      // What had the focus keeps it: the same link in the new line.
+      const focused = old.contains(document.activeElement) ? document.activeElement : null;
+      old.replaceWith(row);
+      if (focused) {
+        const same = (a) => a.className === focused.className && a.getAttribute("href") === focused.getAttribute("href");
+        [...row.querySelectorAll("a")].find(same)?.focus();
+      }
+      return;
+    }
+    if (table?.dataset.insert === "true") {
+      document.getElementById("runs-body").prepend(row); // a new run, on top of the newest
+    } else if (document.getElementById("runs-empty")?.dataset.insert === "true") {
+      location.reload(); // the first run: the page grows its table
+    }
+  };
+
+  // --- the socket --------------------------------------------------------------------------
+  let tries = 0;
+  const connect = () => {
+    const socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/needs/`);
+    socket.addEventListener("open", () => {
+      tries = 0;
+      if (table || document.getElementById("runs-empty")) socket.send(JSON.stringify({ runs: shown() }));
+    });
+    socket.addEventListener("message", (event) => {
+      let said;
+      try {
+        said = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      if (said.counts) {
+        counts = said.counts; // this person's workspaces and counts, as they are now
+        everywhere = said.all === true;
+        show();
+      } else if (said.workspace) {
+        counts[said.workspace] = said.waiting;
+        show();
+        announce(said.asks || []);
+      } else if (said.run) {
+        placeRun(said);
+      }
+    });
+    socket.addEventListener("close", (event) => {
+      if (event.code === 4401 || event.code === 4403) return; // logged out: nothing to wait for
+      tries += 1;
+      const delay = Math.min(500 * 2 ** (tries - 1), 30_000) * (0.7 + Math.random() * 0.6);
+      setTimeout(connect, delay);
+    });
+  };
+  show();
+  connect();
+})();

@@ -1,0 +1,227 @@
+"""Needs you: the count on *Inbox* on every page, what a new prompt says, and the runs list's
+lines, live — each workspace's only to its own members."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
+from django.db import connections
+from django.test import Client
+
+from activity import needs
+from activity.models import AgentToken, Prompt, Workspace
+from koruweb.asgi import application
+from tests import factories, frames
+from tests.people import logged_in
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+ORIGIN = (b"origin", b"http://localhost")
+
+
+@pytest.fixture(autouse=True)
+async def close_connections():
+    yield
+    await database_sync_to_async(connections.close_all)()
+
+
+async def needs_socket(user: User, path: str = "/ws/needs/") -> WebsocketCommunicator:
+    client = Client()
+    await database_sync_to_async(client.force_login)(user)
+    headers = [
+        (b"host", b"localhost"),
+        ORIGIN,
+        (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
+    ]
+    socket = WebsocketCommunicator(application, path, headers=headers)
+    assert (await socket.connect())[0]
+    return socket
+
+
+async def runner(token: str, chat_id: uuid.UUID) -> WebsocketCommunicator:
+    socket = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())]
+    )
+    assert (await socket.connect())[0]
+    await socket.send_json_to(frames.hello(chat_id))
+    assert await socket.receive_json_from() == {"type": "ack", "seq": 0}
+    return socket
+
+
+async def send_all(socket: WebsocketCommunicator, *sent: dict) -> None:
+    for frame in sent:
+        await socket.send_json_to(frame)
+    while True:
+        reply = await socket.receive_json_from(timeout=5)
+        if reply["type"] == "ack" and reply["seq"] >= sent[-1]["seq"]:
+            return
+
+
+def asking(title: str = "rm -rf build") -> list[dict]:
+    attempt, reply = uuid.uuid4(), uuid.uuid4()
+    return [
+        frames.turn_started(1, attempt, reply, prompt="Tidy the build"),
+        frames.tool_call(2, "c1", title, kind="delete"),
+        frames.permission(3, 7, "c1", title),
+    ]
+
+
+@database_sync_to_async
+def token_of(workspace: Workspace) -> str:
+    return AgentToken.issue(workspace, "laptop")[1]
+
+
+def answer(person: User, prompt: Prompt) -> int:
+    client = logged_in(person)
+    return client.post(f"/prompts/{prompt.pk}/answer", {"choice": "allow-once"}).status_code
+
+
+async def said(socket: WebsocketCommunicator, until: Any, timeout: float = 5) -> dict:
+    """The first message the socket hears for which ``until`` holds."""
+    while True:
+        message = json.loads(await socket.receive_from(timeout=timeout))
+        if until(message):
+            return message
+
+
+async def test_a_needs_socket_starts_from_the_count_of_each_workspace_where_its_person_answers(
+    acme, acme_approver
+):
+    socket = await needs_socket(acme_approver)
+    try:
+        assert await socket.receive_json_from() == {"counts": {str(acme.pk): 0}, "all": False}
+    finally:
+        await socket.disconnect()
+
+
+async def test_an_approver_hears_the_count_go_up_with_what_the_agent_asks_and_down_when_answered(
+    acme, acme_approver
+):
+    socket = await needs_socket(acme_approver)
+    agent = await runner(await token_of(acme), uuid.uuid4())
+    try:
+        await socket.receive_json_from()  # the counts it starts from
+        await send_all(agent, *asking())
+        up = await said(socket, lambda m: m.get("workspace") == str(acme.pk))
+        assert up["waiting"] == 1
+        asks = [(ask["run"], ask["text"]) for ask in up["asks"]]
+        assert asks == [("Fix the flaky test", "rm -rf build")]
+
+        prompt = await database_sync_to_async(Prompt.objects.get)()
+        answered = await database_sync_to_async(answer)(acme_approver, prompt)
+        assert answered == 302
+        down = await said(socket, lambda m: m.get("workspace") == str(acme.pk))
+        assert down == {"workspace": str(acme.pk), "waiting": 0, "asks": []}
+    finally:
+        await agent.disconnect()
+        await socket.disconnect()
+
+
+async def test_a_viewer_and_a_member_of_another_workspace_hear_nothing_of_a_prompt(
+    acme, acme_viewer, outsider
+):
+    watcher = await needs_socket(acme_viewer)
+    stranger = await needs_socket(outsider)
+    agent = await runner(await token_of(acme), uuid.uuid4())
+    try:
+        assert (await watcher.receive_json_from())["counts"] == {}
+        assert str(acme.pk) not in (await stranger.receive_json_from())["counts"]
+        await send_all(agent, *asking())
+        assert await watcher.receive_nothing(timeout=0.5)
+        assert await stranger.receive_nothing(timeout=0.1)
+    finally:
+        await agent.disconnect()
+        await watcher.disconnect()
+        await stranger.disconnect()
+
+
+async def test_a_runs_page_gets_its_lines_and_every_members_run_as_it_changes(acme, acme_viewer):
+    socket = await needs_socket(acme_viewer)
+    chat_id = uuid.uuid4()
+    agent = await runner(await token_of(acme), chat_id)
+    try:
+        await socket.receive_json_from()
+        await socket.send_to(text_data=json.dumps({"runs": [str(chat_id)]}))
+        line = await said(socket, lambda m: m.get("run") == str(chat_id))
+        assert f'id="chat-{chat_id}"' in line["html"] and "needs-marker" not in line["html"]
+        await send_all(agent, *asking())
+        waits = await said(socket, lambda m: "needs-marker" in m.get("html", ""))
+        assert waits["run"] == str(chat_id) and waits["workspace"] == str(acme.pk)
+        assert "Waiting for an answer" in waits["html"] and "data-yours" not in waits["html"]
+    finally:
+        await agent.disconnect()
+        await socket.disconnect()
+
+
+async def test_a_runs_page_of_another_workspace_hears_nothing_and_cannot_ask_for_its_lines(
+    acme, outsider
+):
+    socket = await needs_socket(outsider)
+    chat_id = uuid.uuid4()
+    agent = await runner(await token_of(acme), chat_id)
+    try:
+        await socket.receive_json_from()
+        await socket.send_to(text_data=json.dumps({"runs": [str(chat_id)]}))
+        assert await socket.receive_json_from() == {"run": str(chat_id), "gone": True}
+        await send_all(agent, *asking())
+        assert await socket.receive_nothing(timeout=0.5)
+    finally:
+        await agent.disconnect()
+        await socket.disconnect()
+
+
+async def test_a_needs_socket_without_a_login_is_closed_with_4401():
+    socket = WebsocketCommunicator(
+        application, "/ws/needs/", headers=[(b"host", b"localhost"), ORIGIN]
+    )
+    assert (await socket.connect())[0]
+    assert (await socket.receive_output(timeout=5))["code"] == 4401
+
+
+def waiting_run(workspace: Workspace) -> uuid.UUID:
+    return factories.run(workspace, *asking()).pk
+
+
+def test_every_page_counts_on_inbox_the_prompts_waiting_for_its_person(acme, acme_approver):
+    waiting_run(acme)
+    for path in ("/", "/inbox/", "/workspaces/", "/search/?q=build"):
+        page = logged_in(acme_approver).get(path).content.decode()
+        assert 'aria-hidden="true">1</span>' in page, path
+        assert ", 1 waiting for you" in page, path
+
+
+def test_a_viewer_and_a_member_of_another_workspace_see_no_count(acme, acme_viewer, outsider):
+    waiting_run(acme)
+    for person in (acme_viewer, outsider):
+        page = logged_in(person).get("/").content.decode()
+        assert 'id="needs-count" aria-hidden="true" hidden>0</span>' in page
+
+
+def test_the_runs_list_says_a_waiting_run_needs_an_approver_and_only_waits_for_a_viewer(
+    acme, acme_approver, acme_viewer
+):
+    chat_id = waiting_run(acme)
+    mine = logged_in(acme_approver).get("/").content.decode()
+    theirs = logged_in(acme_viewer).get("/").content.decode()
+    line = f'<tr id="chat-{chat_id}" class="run needs" data-workspace="{acme.pk}"'
+    assert f"{line} data-yours>" in mine and "Needs you" in mine
+    assert f"{line}>" in theirs and "Waiting for an answer" in theirs
+
+
+def test_a_superuser_counts_every_workspace(acme):
+    waiting_run(acme)
+    boss = User.objects.create_superuser("boss")
+    assert needs.counts(boss) == {"counts": {str(acme.pk): 1}, "all": True}
+
+
+def test_a_page_asking_for_lines_is_heard_only_with_a_short_list_of_run_ids():
+    ids = [uuid.uuid4() for _ in range(3)]
+    assert needs.asked_runs(json.dumps({"runs": [str(i) for i in ids]})) == ids
+    for text in ("", "[]", '{"runs": 5}', '{"runs": ["no"]}', "[" * 10_000, None):
+        assert needs.asked_runs(text) is None
+    assert needs.asked_runs(json.dumps({"runs": [str(uuid.uuid4()) for _ in range(51)]})) is None
