@@ -5,11 +5,13 @@ from django.urls import include, path
 
 from activity.login import LoginView
 from activity.notfound import page_not_found
+from activity.output_views import highlight_css
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", LoginView.as_view(), name="login"),  # wrong passwords limited
     path("accounts/", include("django.contrib.auth.urls")),
+    path("highlight.css", highlight_css, name="highlight-css"),  # Pygments colours, both schemes
     path("", include("activity.urls")),
 ]
 

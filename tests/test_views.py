@@ -51,7 +51,8 @@ def test_a_chat_page_shows_the_reply_safely_and_the_rows_in_order(as_viewer, acm
     assert "<script>alert" not in html and "&lt;script&gt;" in html
     assert "Please &lt;b&gt;fix&lt;/b&gt; it" in html
     assert html.index("Read README.md") < html.index("Edit a.py")
-    assert '<span class="del">-a</span>' in html and '<span class="add">+b</span>' in html
+    assert '<td class="mk">\N{MINUS SIGN}</td><td class="code"><span class="n">a</span>' in html
+    assert '<td class="mk">+</td><td class="code"><span class="n">b</span>' in html
     assert f'data-version="{chat.version}"' in html
 
 
