@@ -339,13 +339,12 @@ def open_prompt(
     attempt = work.attempt()
     row = merge_call(work, request, at) if event_call_id(request) else None
     if isinstance(request, RequestPermission):
-        call = request.call
-        kind, asked = PromptKind.PERMISSION, request.title or (call.title if call else None)
+        kind, asked = PromptKind.PERMISSION, prompts.summary(request, None, work.limits)
         offered: dict[str, Any] = {
             "choices": [c.model_dump(mode="json") for c in prompts.choices(request.options)]
         }
     else:
-        kind, asked = PromptKind.QUESTION, request.message
+        kind, asked = PromptKind.QUESTION, bound(request.message, work.limits.short_chars)
         questions = prompts.questions(request)
         offered = {
             "questions": [q.model_dump(mode="json") for q in questions],
@@ -357,7 +356,8 @@ def open_prompt(
         tool=row,
         request_id=key,
         kind=kind,
-        summary=(row.agent_summary if row else None) or bound(asked, 512) or "",
+        # A row keeps what was asked (agent_summary); only a prompt about no row keeps it here.
+        summary="" if row else asked or "",
         opened_at=at,
         **offered,
     )

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from activity import prompts
 from activity.callstate import (
     AgentExited,
     CallState,
@@ -278,14 +279,8 @@ def ask_permission(
     if call is None:
         raise ValueError("a permission request without a tool call is a standalone prompt")
     s = apply_update(state, call, ctx, prompt=True)
-    if request.title:
-        asked = f"{request.title}\n{request.description}" if request.description else request.title
-    else:
-        asked = call.title or s.agent_label or s.tool_name
-    shown = render_content(call.content) if call.content else ""
-    summary = bound(f"{asked}\n\n{shown}" if shown else asked, ctx.limits.short_chars)
-    if shown:  # the change or command it showed must fit: the content bound
-        summary = bound(f"{asked}\n\n{shown}", ctx.limits.content_chars)
+    # What it asked, the command and its directory, the change it showed (prompts.summary).
+    summary = prompts.summary(request, s.agent_label or s.tool_name, ctx.limits)
     return replace(s, agent_summary=summary, approval=ToolApproval.PENDING)
 
 

@@ -245,6 +245,7 @@ class RequestPermission(Wire):
     title: str | None = None  # v2
     description: str | None = None  # v2
     subject: dict[str, Any] | None = None  # v2
+    meta: Meta = None  # koruweb's runner adds the session's directory (prompts.META_CWD)
 
     @property
     def call(self) -> ToolCallFields | None:

@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from activity.models import Chat, InferenceAttempt, ToolActivity
+from activity import prompts
+from activity.models import Chat, InferenceAttempt, Prompt, PromptKind, ToolActivity
 
 TIMELINE_WIDTH = 1000  # the SVG's own units; it scales to the page
 
@@ -116,11 +117,25 @@ def row_markdown(row: ToolActivity) -> str:
         lines.append(f"  - The prompt closed: {prompt.get_outcome_display().lower()}")
     if row.error_message:
         lines.append(f"  - {row.error_message}")
+    if prompt is not None:  # what was asked stays, even once a refusal replaced the output
+        lines.append(
+            f"\n  {ASKED_HEADINGS[prompts.verdict(prompt)]}:\n\n" + _indent(asked(row, prompt))
+        )
     for title, body, info in (("Input", row.agent_input, ""), ("Output", row.agent_output, "")):
         if body:
             kind = "diff" if body.startswith("--- ") else info
             lines.append(f"\n  {title}:\n\n" + _indent(fence(body, kind)))
     return "\n".join(lines)
+
+
+ASKED_HEADINGS = {"refused": "What was refused", "allowed": "What was allowed", "asked": "Asked"}
+
+
+def asked(row: ToolActivity, prompt: Prompt) -> str:
+    text = prompts.asked_markdown(prompts.asked(row.agent_summary or prompt.summary))
+    if prompt.kind == PromptKind.QUESTION:
+        text = "\n\n".join(t for t in (text, prompts.questions_markdown(prompt.questions)) if t)
+    return text
 
 
 def _indent(text: str) -> str:

@@ -83,7 +83,7 @@ class Runner:
         self.chat_id = uuid.uuid4()
         self.secret = secrets.token_urlsafe(32)  # 256 bits: the chat is this runner's alone
         self.outbox = Outbox()
-        self.table = TurnTable(self.outbox)
+        self.table = TurnTable(self.outbox, cwd=os.path.abspath(options.cwd))
         self.web = Web(
             self.outbox,
             self.table,

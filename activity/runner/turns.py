@@ -36,6 +36,7 @@ from acp.schema import (
 from pydantic import TypeAdapter, ValidationError
 
 from activity.frames import Acp, PromptOutcome
+from activity.prompts import META_CWD
 from activity.runner.link import say
 from activity.runner.outbox import Outbox
 
@@ -53,8 +54,9 @@ CANCELLED_QUESTION = {"action": "cancel"}
 class TurnTable:
     """Open requests of the agent, each waiting for a person's answer."""
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox, cwd: str | None = None) -> None:
         self.outbox = outbox
+        self.cwd = cwd  # the session's directory, where the agent's commands run
         self.arrived: dict[str, deque[str | int]] = defaultdict(deque)  # ids, by method
         self.waiting: dict[str | int, asyncio.Future[dict[str, Any]]] = {}
         self.early: dict[str | int, dict[str, Any]] = {}  # answers that beat their handler
@@ -72,6 +74,8 @@ class TurnTable:
         if method == "session/cancel":  # only a client sends it; forwarded, it would read as ours
             say("the agent sent 'session/cancel', which only a client sends; ignored")
             return
+        if method == "session/request_permission" and self.cwd:
+            message = with_cwd(message, self.cwd)
         seq = self.outbox.add(Acp, message=message)
         if "id" not in message:
             if method not in SERVED and not str(method).startswith("_"):
@@ -142,6 +146,20 @@ class TurnTable:
         for future in list(self.waiting.values()):
             if not future.done():
                 future.cancel()
+
+
+def with_cwd(message: dict[str, Any], cwd: str) -> dict[str, Any]:
+    """A permission request that says which directory its command runs in: the session's,
+    unless the agent said (a person approves a command knowing where it runs). A copy: the SDK
+    still reads the agent's own message."""
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return message
+    found = params.get("_meta")
+    meta: dict[str, Any] = found if isinstance(found, dict) else {}
+    if META_CWD in meta:
+        return message
+    return {**message, "params": {**params, "_meta": {**meta, META_CWD: cwd}}}
 
 
 def _refused(method: str) -> Callable[..., Awaitable[None]]:

@@ -25,7 +25,7 @@
     for (const id of now) {
       if (known.has(id)) continue;
       const item = document.getElementById(`inbox-${id}`);
-      const text = item?.querySelector(".asked")?.textContent?.trim() || "An agent is waiting for an answer";
+      const text = item?.querySelector(".asked-title")?.textContent?.trim() || "An agent is waiting for an answer";
       if ("Notification" in window && Notification.permission === "granted") {
         const note = new Notification("koruweb: an agent asks", { body: text, tag: id });
         note.onclick = () => { window.focus(); item?.scrollIntoView(); };

@@ -177,8 +177,8 @@ def expect_asking(page: Page, row: ToolActivity) -> None:
     expect(choices).to_have_count(3, timeout=TURN_SECONDS * 1000)
     expect(choices).to_have_text(["Yes", re.compile(r"^Yes, .+"), "No"])  # claude's own words
     expect(box).to_be_visible()
-    expect(box.locator(".asked")).to_contain_text("-second line")  # the change, as a diff
-    expect(box.locator(".asked")).to_contain_text("+second line!")
+    expect(box.locator(".asked tr.del")).to_have_text(re.compile(r"second line$"))  # the diff
+    expect(box.locator(".asked tr.add")).to_contain_text("second line!")
     expect(badge(page, row)).to_have_text("Proposed")
 
 

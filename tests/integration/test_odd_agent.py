@@ -295,7 +295,8 @@ def test_a_malformed_request_for_a_person_does_not_take_the_place_of_the_valid_o
     lines = [rpc(method, 41, params=malformed), rpc(method, "p-42", params=valid)]
     run = odd_run(server, token, tmp_path, lines)
     prompt = open_prompt(run.chat_id)
-    assert prompt.jsonrpc_id == "p-42" and prompt.summary == asked
+    kept = prompt.tool.agent_summary if prompt.tool else prompt.summary  # kept once
+    assert prompt.jsonrpc_id == "p-42" and kept == asked
     answer(run.chat_id, prompt.jsonrpc_id, chosen)
     code, err = run.finish()
     assert code == 0, err

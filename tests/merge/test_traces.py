@@ -74,7 +74,9 @@ def test_claude_agent_acp_bash_call_in_manual_mode() -> None:
     assert s.status is ToolStatus.COMPLETED
     assert s.approval is ToolApproval.APPROVED
     assert s.agent_label == CLAUDE_COMMAND
-    assert s.agent_summary == f"{CLAUDE_COMMAND}\n\nCreate a demo file"
+    assert s.agent_summary == (  # what it asked, the command it would run, what it showed
+        f"{CLAUDE_COMMAND}\n\nCommand:\n```sh\n{CLAUDE_COMMAND}\n```\n\nCreate a demo file"
+    )
     assert s.agent_input == CLAUDE_COMMAND
     assert s.agent_output == "```console\ncreated\n```"
     assert s.result_bytes == len(b"```console\ncreated\n```")
