@@ -90,8 +90,11 @@ UINT32_MAX = 2**32 - 1
 class Limits:
     """The bounds on what a local agent's row keeps, in characters (code points)."""
 
-    content_chars: int = 16_384  # agent_input / agent_output: AGENT_CONTENT_CHARS
-    short_chars: int = 512  # agent_label / agent_summary / error_message
+    # agent_input / agent_output, and an agent_summary holding the command a permission request
+    # would run or the change it showed (a useful diff does not fit 512): AGENT_CONTENT_CHARS
+    content_chars: int = 16_384
+    # agent_label / error_message, and an agent_summary of the request's words alone
+    short_chars: int = 512
 
     @classmethod
     def from_settings(cls) -> Limits:
