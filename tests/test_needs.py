@@ -81,10 +81,10 @@ def answer(person: User, prompt: Prompt) -> int:
     return client.post(f"/prompts/{prompt.pk}/answer", {"choice": "allow-once"}).status_code
 
 
-async def said(socket: WebsocketCommunicator, until: Any, timeout: float = 5) -> dict:
+async def said(socket: WebsocketCommunicator, until: Any, timeout: float = 5) -> dict[str, Any]:
     """The first message the socket hears for which ``until`` holds."""
     while True:
-        message = json.loads(await socket.receive_from(timeout=timeout))
+        message: dict[str, Any] = json.loads(await socket.receive_from(timeout=timeout))
         if until(message):
             return message
 

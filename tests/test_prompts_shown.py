@@ -33,7 +33,7 @@ OPTIONS = [
 ]
 
 
-def ask(seq: int, request_id: int, call: dict[str, Any], **params: Any) -> dict[str, Any]:
+def ask(seq: int, request_id: int, call: dict[str, Any] | None, **params: Any) -> dict[str, Any]:
     """A ``session/request_permission`` about ``call``, as claude-agent-acp sends it."""
     return frames.acp(
         seq,
