@@ -8,6 +8,8 @@ PORT ?= 8000
 # test_koruweb) and the integration tests over Redis, as team mode does.
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/koruweb
 KORUWEB_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+# Two pytest-xdist workers, a test module each at a time (its module-scoped servers start once).
+PYTEST_WORKERS ?= -n 2 --dist loadfile
 export KORUWEB_TEST_REDIS_URL
 
 .PHONY: run run-team test setup lint pytest clean
@@ -36,11 +38,11 @@ pytest: $(STAMP)
 	scripts/ensure-chromium  # the browser tests drive Debian's Chromium
 	scripts/ensure-agents  # the real agents (npm ci of tests/agents/real, when its lockfile changed)
 	@$(BIN)/python scripts/need-services '$(PG_TEST_URL)' '$(KORUWEB_TEST_REDIS_URL)'
-	$(BIN)/python -m pytest --durations=15
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=15
 	# Team mode's database: the tests where the database matters, again on PostgreSQL. Browsers,
 	# real agents, runner processes and several servers run once, above (the team tests in
 	# tests/integration/team run on PostgreSQL and Redis of their own).
-	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest tests/test_*.py \
+	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=15 tests/test_*.py \
 		tests/integration/test_fuzz_frames.py
 
 test: lint pytest
