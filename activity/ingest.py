@@ -27,7 +27,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 
-from activity import chats, drive, prompts
+from activity import chats, drive, prompts, usage
 from activity.calls import apply, close, finish_turn, set_state
 from activity.contract import ChoiceIntent, ToolApproval, bound
 from activity.frames import (
@@ -250,9 +250,8 @@ def apply_update(work: Work, note: SessionNotification, at: int, cut_bytes: int 
             attempt = work.attempt()
             attempt.plan = []
             work.touch(attempt, "plan")
-        case UsageUpdate():
-            chat.usage = update.model_dump(mode="json", exclude={"session_update"})
-            work.touch_meta("usage")
+        case UsageUpdate():  # the run's and the turn's latest reading
+            usage.record(work, update.model_dump(mode="json", exclude={"session_update"}))
         case CurrentModeUpdate():
             chat.mode = bound(update.current_mode_id, 100) or ""
             work.touch_meta("mode")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from activity import drive
+from activity import drive, usage
 from activity.calls import finish_turn
 from activity.contract import bound
 from activity.frames import TurnEnded, TurnStarted
@@ -39,12 +39,13 @@ def start_turn(work: Work, frame: TurnStarted) -> None:
         chat=chat,
         prompt=bound(frame.prompt, work.limits.content_chars) or "",
         started_at=frame.at,
+        meter=usage.opening(chat),
     )
     reply = Message(id=frame.message_id, chat=chat, attempt=attempt)
     work.add(attempt, reply)
     chat.current_attempt = attempt
     work.touch_meta("current_attempt")
-    if frame.title:
+    if frame.title and not chat.title:  # a run is named by its first prompt (or --title)
         chat.title = bound(frame.title, 512) or ""
         work.touch_meta("title")
     if frame.agent_name:

@@ -147,7 +147,7 @@ def test_a_ten_thousand_call_turn_opens_with_as_many_queries_as_a_small_one(acme
     assert counts[("big", 1)] == counts[("small", 1)]
     page = as_approver.get(f"/chats/{big.pk}/").content.decode()
     assert page.count('<tr id="tool-') == reads.LIVE_ROWS
-    assert f"{10_000 - reads.LIVE_ROWS} earlier calls" in page
+    assert f"{10_000 - reads.LIVE_ROWS:,} earlier calls" in page
 
 
 def test_a_permalink_to_an_old_call_of_a_long_turn_finds_its_page(acme, as_approver):
