@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.db.models import Count, F, QuerySet, Window
+from django.db.models import Count, F, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from activity.models import Chat, Comment, InferenceAttempt, Message, Prompt, ToolActivity
@@ -59,14 +59,18 @@ def with_prompts(rows: list[ToolActivity]) -> list[ToolActivity]:
     return rows
 
 
-def turns(chat: Chat, attempts: Iterable[InferenceAttempt], upto: int) -> list[Turn]:
-    """Whole turns as the page shows them at version ``upto``."""
+def turns(
+    chat: Chat, attempts: Iterable[InferenceAttempt], upto: int, where: Q | None = None
+) -> list[Turn]:
+    """Whole turns as the page shows them at version ``upto`` (only the calls ``where`` keeps:
+    a filtered page, activity/filters.py)."""
     result = {a.pk: Turn(attempt=a, reply=None) for a in attempts}
     if not result:
         return []
     for reply in Message.objects.filter(attempt__in=result):
         result[reply.attempt_id].reply = reply
-    rows = ToolActivity.objects.filter(attempt__in=result, created_version__lte=upto).annotate(
+    rows = ToolActivity.objects.filter(attempt__in=result, created_version__lte=upto)
+    rows = rows.filter(where or Q()).annotate(
         newest=Window(RowNumber(), partition_by=[F("attempt_id")], order_by=F("position").desc()),
         calls=Window(Count("id"), partition_by=[F("attempt_id")]),
     )
@@ -82,10 +86,10 @@ def turns(chat: Chat, attempts: Iterable[InferenceAttempt], upto: int) -> list[T
     return list(result.values())
 
 
-def page(chat: Chat) -> tuple[int, list[Turn]]:
+def page(chat: Chat, where: Q | None = None) -> tuple[int, list[Turn]]:
     version = chat.version
     attempts = chat.attempts.filter(created_version__lte=version)
-    return version, turns(chat, attempts, version)
+    return version, turns(chat, attempts, version, where)
 
 
 def changes(chat_id: uuid.UUID, since: int) -> Changes:

@@ -7,9 +7,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -21,10 +23,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from activity import access, broadcast, chats, dom, reads
+from activity import access, broadcast, chats, dom, filters, reads, timeline
 from activity.contract import bound
 from activity.models import AgentToken, Chat, Comment, InferenceAttempt, ToolActivity
-from activity.transcript import chat_markdown, interleave, timeline
+from activity.transcript import chat_markdown, interleave
 from activity.work import ChatChange
 
 TURN_PAGE_ROWS = 500
@@ -38,7 +40,9 @@ def turn(request: HttpRequest, chat_id: uuid.UUID, attempt_id: uuid.UUID) -> Htt
     attempt = get_object_or_404(
         InferenceAttempt.objects.select_related("reply"), pk=attempt_id, chat=chat
     )
-    ordered = attempt.tool_activities.order_by("position")
+    chosen = filters.CallFilter(request.GET)
+    where = chosen.where() if chosen.active else None
+    ordered = attempt.tool_activities.filter(where or Q()).order_by("position")
     page = Paginator(ordered, TURN_PAGE_ROWS).get_page(request.GET.get("page"))
     rows = reads.with_prompts(list(page.object_list))
     start = (rows[0].text_offset or 0) if rows and page.has_previous() else 0
@@ -46,17 +50,41 @@ def turn(request: HttpRequest, chat_id: uuid.UUID, attempt_id: uuid.UUID) -> Htt
     if page.has_next():
         end = ordered.values_list("text_offset", flat=True)[page.end_index()] or 0
     markdown = attempt.reply.markdown
-    bars = timeline(attempt, rows, now=time.time_ns() // 1_000_000)
+    kept = {k: str(request.GET[k]) for k in ("status", "kind", "q") if request.GET.get(k)}
+    line = timeline.build(
+        attempt,
+        timeline.calls_of(attempt, where),
+        timeline.waits_of(attempt),
+        now=time.time_ns() // 1_000_000,
+        window=(_ms(request.GET.get("from")), _ms(request.GET.get("to"))),
+        query=kept,
+    )
+    counts = filters.facets(attempt.tool_activities.all(), chosen)
+    failure, waiting = filters.jumps(chat.pk, chosen, rows, counts)
     context = {
         "chat": chat,
         "attempt": attempt,
+        "facets": counts,
+        "jump_failure": failure,
+        "jump_waiting": waiting,
         "page": page,
         "segments": interleave(markdown, rows, start, end),
-        "bars": bars,
-        "timeline_height": max((b.y + b.height for b in bars), default=0) + 1,
+        "timeline": line,
+        "chosen": chosen,
+        "page_query": urlencode(
+            {**kept, **{k: request.GET[k] for k in ("from", "to") if k in request.GET}}
+        ),
         "can_answer": False,  # a review page shows decisions, it does not take answers
     }
     return render(request, "activity/turn.html", context)
+
+
+def _ms(value: str | None) -> int | None:
+    """A timeline window's edge (ms from the turn's start), or None when absent or not a number."""
+    try:
+        return max(int(value or ""), 0)
+    except ValueError:
+        return None
 
 
 @require_GET

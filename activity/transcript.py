@@ -1,5 +1,5 @@
-"""A turn as it happened: the reply's Markdown with the tool rows where they were made, a
-timeline of the calls, and the same turn as a Markdown document to download."""
+"""A turn as it happened: the reply's Markdown with the tool rows where they were made, and the
+same turn as a Markdown document to download (its timeline: activity/timeline.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 
 from activity import prompts
 from activity.models import Chat, InferenceAttempt, Prompt, PromptKind, ToolActivity
-
-TIMELINE_WIDTH = 1000  # the SVG's own units; it scales to the page
 
 
 @dataclass
@@ -43,57 +41,6 @@ def interleave(
 def _decode(chunk: bytes) -> str:
     # An offset may fall inside a character only if an agent miscounted; never fail on it.
     return chunk.decode("utf-8", "replace")
-
-
-@dataclass(frozen=True)
-class Bar:
-    y: float
-    height: float
-    wait_x: float
-    wait_width: float
-    run_x: float
-    run_width: float
-    status: str
-    approval: str
-    row_id: str
-    label: str
-
-
-def timeline(attempt: InferenceAttempt, rows: Sequence[ToolActivity], now: int) -> list[Bar]:
-    """Where each call sits in its turn: proposed → started (waiting, for a person too) → ended."""
-    if not rows:
-        return []
-    begin = min(attempt.started_at, *(r.proposed_at for r in rows))
-    finish = max(
-        attempt.ended_at or now, *(r.completed_at or r.started_at or r.proposed_at for r in rows)
-    )
-    scale = TIMELINE_WIDTH / max(finish - begin, 1)
-    height = max(min(12.0, 240 / len(rows)), 1.0)
-
-    def x(at: int) -> float:
-        return round((at - begin) * scale, 2)
-
-    bars = []
-    for n, row in enumerate(rows):
-        still = attempt.ended_at or now
-        waited_until = row.started_at or row.completed_at or still
-        ran_until = row.completed_at or still
-        run_from = row.started_at if row.started_at is not None else ran_until
-        bars.append(
-            Bar(
-                y=round(n * height, 2),
-                height=round(height * 0.8, 2),
-                wait_x=x(row.proposed_at),
-                wait_width=max(x(waited_until) - x(row.proposed_at), 0),
-                run_x=x(run_from),
-                run_width=max(x(ran_until) - x(run_from), 0),
-                status=row.status,
-                approval=row.approval,
-                row_id=str(row.id),
-                label=row.agent_label or row.tool_name,
-            )
-        )
-    return bars
 
 
 # --- Markdown ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods
 
-from activity import access, answers, broadcast, dom, needs, reads, watching
+from activity import access, answers, broadcast, dom, filters, needs, reads, watching
 from activity import runs as runs_list
 from activity.frames import WEB_PROMPT_CHARS
 from activity.models import Prompt, Role
@@ -38,10 +38,18 @@ def runs(request: HttpRequest) -> HttpResponse:
 @login_required
 def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
     found = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
-    version, turns = reads.page(found)
+    chosen = filters.CallFilter(request.GET)
+    version, turns = reads.page(found, chosen.where() if chosen.active else None)
+    counts = filters.facets(found.tool_activities.all(), chosen)
+    failure, waiting = filters.jumps(found.pk, chosen, [r for t in turns for r in t.rows], counts)
     context = {
         "chat": found,
         "turns": turns,
+        "chosen": chosen,
+        "facets": counts,
+        "jump_failure": failure,
+        "jump_waiting": waiting,
+        "filter_query": chosen.query() if chosen.active else "",
         "turns_id": dom.TURNS,
         "version": version,
         "watching": watching.on_page(found.pk, request.user),

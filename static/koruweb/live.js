@@ -9,7 +9,7 @@
   const live = document.getElementById("live");
   if (!live) return;
   const status = document.getElementById("connection");
-  const REGIONS = ["chat-head", "turns", "drive"]; // what a reload fetches: everything a push changes
+  const REGIONS = ["chat-head", "run-filter", "turns", "drive"]; // what a reload fetches: everything a push changes
   const WORDS = {
     connecting: "Connecting…",
     live: "Live",
@@ -55,7 +55,8 @@
     parts = null;
     show("updating", "loading a large change");
     try {
-      const answer = await fetch(location.pathname, { headers: { Accept: "text/html" } });
+      // With its query: a filtered page (activity/filters.py) gets its filtered regions back.
+      const answer = await fetch(location.pathname + location.search, { headers: { Accept: "text/html" } });
       if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
       const page = new DOMParser().parseFromString(await answer.text(), "text/html");
       const version = Number(page.getElementById("live")?.dataset.version);
