@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from activity import prompts
+from activity import prompts, statuses
 from activity.callstate import (
     AgentExited,
     CallState,
@@ -177,7 +177,18 @@ def apply_update(
         backwards = late_opening and status is ToolStatus.PROPOSED
         if status is not None and not prompt and not backwards:
             s = set_status(s, status, ctx)
-    return s
+    return _with_exit_code(s, update, ctx) if not prompt else s
+
+
+def _with_exit_code(s: CallState, update: ToolCallFields, ctx: MergeContext) -> CallState:
+    """A failed command that reports its exit code (in ``rawOutput``) keeps it in
+    error_message, the seed's bounded public summary: the page shows "Failed · exit 3"."""
+    code = statuses.reported_exit_code(update.raw_output)
+    if code is None or s.status is not ToolStatus.FAILED:
+        return s
+    if s.error_code is not ToolErrorCode.TOOL_FAILED:
+        return s
+    return replace(s, error_message=bound(statuses.exit_message(code), ctx.limits.short_chars))
 
 
 def _meta_tool_name(meta: dict[str, Any] | None) -> str | None:
@@ -230,7 +241,8 @@ def set_status(s: CallState, status: ToolStatus, ctx: MergeContext) -> CallState
         changes["completed_at"] = ctx.at
     code = _error_code(s, status)
     changes["error_code"] = code
-    changes["error_message"] = _error_message(code, ctx)
+    same = code is not None and code is s.error_code and s.error_message  # an exit code kept
+    changes["error_message"] = s.error_message if same else _error_message(code, ctx)
     return replace(s, **changes)
 
 

@@ -80,7 +80,7 @@ async def test_a_change_after_a_push_is_out_goes_out_at_once():
     first = json.loads((await asyncio.wait_for(layer.receive(channel), 0.5))["text"])
     await apply(chat_id, frames.tool_update(3, "c1", status="completed"))
     second = json.loads((await asyncio.wait_for(layer.receive(channel), 0.5))["text"])
-    assert second["from"] == first["to"] and "Completed" in second["content"]
+    assert second["from"] == first["to"] and "Succeeded" in second["content"]
 
 
 async def a_second_push_behind_a_held_one(
@@ -157,9 +157,9 @@ def test_a_push_looks_only_for_the_kinds_that_changed_and_misses_none():
     assert render(text_since) == (text, text_queries + 2)  # it looked for turns and rows too
     row_since = step(frames.tool_update(4, "c1", status="completed"))
     row, row_queries = render(row_since)
-    assert "Completed" in row and "Reading." not in row
+    assert "Succeeded" in row and "Reading." not in row
     both, _ = render(start)  # a page further behind gets both
-    assert "Reading." in both and "Completed" in both
+    assert "Reading." in both and "Succeeded" in both
     every_kind_changed_at_the_last_version()
     assert render(row_since) == (row, row_queries + 2)  # it looked for turns and replies too
 
@@ -357,11 +357,11 @@ def test_changed_and_new_rows_of_a_turn_the_page_shows_arrive_in_parts_that_buil
     from_parts, shown = built_by(parse(str(page_then)), texts, since)
     at_once, _ = built_by(parse(str(page_then)), [pushes.push_text(since, version, single)], since)
     assert shown == version and from_parts == at_once
-    assert from_parts.count(">Completed<") == 10 and from_parts.count('<tr id="tool-') == 40
+    assert from_parts.count(">Succeeded<") == 10 and from_parts.count('<tr id="tool-') == 40
 
 
 def test_a_change_that_fits_is_one_push_rendered_once_as_before(settings, monkeypatch):
-    settings.PUSH_MAX_BYTES = 4_000
+    settings.PUSH_MAX_BYTES = 8_000  # a turn with one call: about 4 kB
     chat_id = async_to_sync(new_chat)()
     ingest(chat_id, [runner_frame.validate_python(f) for f in many_calls(2, 1)])
     split: list[tuple] = []

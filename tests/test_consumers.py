@@ -259,11 +259,11 @@ async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version(ac
             f'id="tool-{row.id}"' in push["content"]
             and 'hx-swap-oob="outerMorph"' in push["content"]
         )
-        assert "Completed" in push["content"]
+        assert "Succeeded" in push["content"]
 
         await watch.send_json_to({"since": 0})  # a page that missed everything
         full = await watch.receive_json_from(timeout=5)
-        assert full["to"] == push["to"] and "Completed" in full["content"]
+        assert full["to"] == push["to"] and "Succeeded" in full["content"]
     finally:
         await watch.disconnect()
         await agent.disconnect()
@@ -459,7 +459,7 @@ async def test_a_push_that_fails_to_render_leaves_the_runner_connected_and_the_n
         monkeypatch.setattr(pushes, "render_push", render)
         await send_all(agent, frames.tool_update(4, "call_1", status="completed"))
         content = ""
-        while "Completed" not in content:  # the runner's hello was pushed before the failure
+        while "Succeeded" not in content:  # the runner's hello was pushed before the failure
             content = json.loads((await asyncio.wait_for(layer.receive(channel), 5))["text"])[
                 "content"
             ]

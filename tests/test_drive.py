@@ -309,7 +309,7 @@ async def test_cancel_sends_cancel_to_the_runner_and_the_turn_says_who_cancelled
     assert turn.cancelled_by_id is not None and turn.cancel_asked_at is not None
     assert "cancel asked by alice" in await page(as_viewer, run)
     await run.say(lambda seq: frames.turn_ended(seq, attempt, "cancelled"))
-    assert "cancelled by alice" in await page(as_viewer, run)
+    assert "Cancelled by alice" in await page(as_viewer, run)
     late = await post(as_approver, run.url(f"turns/{attempt}/cancel"))
     assert late.status_code == 409 and "not running" in late.content.decode()
     assert len(await run.reached("cancel")) == 1

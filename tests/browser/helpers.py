@@ -20,6 +20,8 @@ from django.test import Client
 from playwright.sync_api import Page, WebSocket, expect
 
 from activity.models import Chat, Membership, Role, ToolActivity, Workspace
+from activity.reads import with_prompts
+from activity.statuses import call_status
 from tests.browser.runner import Runner
 
 PASSWORD = "correct horse battery staple"
@@ -206,17 +208,19 @@ def row_of(runner: Runner, call_id: str) -> ToolActivity:
 def expect_screen_equals_database(page: Page, chat_id: uuid.UUID, timeout: float = 5_000) -> None:
     """Every tool row the database has, in order, with its status; nothing else; same version."""
     chat = Chat.objects.get(pk=chat_id)
-    rows = list(ToolActivity.objects.filter(chat_id=chat_id).order_by("position"))
+    rows = with_prompts(list(ToolActivity.objects.filter(chat_id=chat_id).order_by("position")))
     expect(page.locator("#live")).to_have_attribute(
         "data-version", str(chat.version), timeout=timeout
     )
     expect(page.locator("tr.tool")).to_have_count(len(rows), timeout=timeout)
+    mine = page.locator(".answering").get_attribute("data-can-answer") == "true"
     for row in rows:
-        expect(badge(page, row)).to_have_text(row.get_status_display(), timeout=timeout)
+        said = call_status(row).said(mine)
+        expect(badge(page, row)).to_have_text(said, timeout=timeout, use_inner_text=True)
     shown = page.locator("tr.tool").evaluate_all(
-        "rows => rows.map(r => [r.id, r.querySelector('td.status .badge').textContent.trim()])"
+        "rows => rows.map(r => [r.id, r.querySelector('td.status .badge').innerText.trim()])"
     )
-    assert shown == [[f"tool-{r.id}", r.get_status_display()] for r in rows]
+    assert shown == [[f"tool-{r.id}", call_status(r).said(mine)] for r in rows]
 
 
 def reload_marker(page: Page) -> Callable[[], bool]:

@@ -116,7 +116,7 @@ def test_an_approver_allows_once_the_agent_hears_it_and_another_member_sees_who_
     expect(choices(page, row)).to_have_text(["Allow once", "Reject"])  # the agent's order
     expect(page.locator(f"#tool-{row.id} .prompt-box .asked")).to_contain_text(ASKED)
     expect(choices(carol, row)).to_have_count(2)
-    expect(badge(page, row)).to_have_text("Proposed")
+    expect(badge(page, row)).to_have_text("Waiting for you", use_inner_text=True)
 
     page.get_by_role("button", name="Allow once").click()
     assert answer_heard(runner) == selected("allow-once")  # exactly what the agent offered
@@ -129,7 +129,7 @@ def test_an_approver_allows_once_the_agent_hears_it_and_another_member_sees_who_
         frames.tool_update(5, "call_1", status="completed"),
     )
     for viewer in (page, carol):
-        expect(badge(viewer, row)).to_have_text("Completed")
+        expect(badge(viewer, row)).to_have_text("Succeeded")
         expect(decision(viewer, row)).to_have_text(settled("Allowed once by bob"))
     assert carols_document(), "carol's page was reloaded"
     prompt = Prompt.objects.select_related("answered_by").get(chat_id=runner.chat_id)
@@ -139,7 +139,7 @@ def test_an_approver_allows_once_the_agent_hears_it_and_another_member_sees_who_
     assert page_errors == []
 
 
-def test_a_rejected_call_ends_failed_and_says_who_rejected_it(
+def test_a_rejected_call_says_rejected_and_who_rejected_it(
     page: Page, live: Live, new_page: Callable[..., Page], team: Team, runner: Runner
 ):
     row = ask_permission(runner)  # already waiting when the page opens
@@ -154,7 +154,7 @@ def test_a_rejected_call_ends_failed_and_says_who_rejected_it(
         frames.tool_update(5, "call_1", status="failed"),
     )
     for viewer in (page, carol):
-        expect(badge(viewer, row)).to_have_text("Failed")
+        expect(badge(viewer, row)).to_have_text("Rejected")
         expect(decision(viewer, row)).to_have_text(settled("Rejected by bob"))
         expect(choices(viewer, row)).to_have_count(0)
     assert ToolActivity.objects.get(pk=row.pk).approval == "denied"
@@ -258,7 +258,7 @@ def test_an_approver_on_a_phone_taps_allow_and_the_row_completes(
         frames.outcome(4, REQUEST, "allow-once"),
         frames.tool_update(5, "call_1", status="completed"),
     )
-    expect(badge(phone, row)).to_have_text("Completed")
+    expect(badge(phone, row)).to_have_text("Succeeded")
     expect(decision(phone, row)).to_have_text(settled("Allowed once by bob"))
     expect(decision(phone, row)).to_be_in_viewport()
 

@@ -55,10 +55,10 @@ def test_a_viewer_sees_a_turn_its_tool_row_and_its_reply_arrive_live_with_agent_
     expect(page.locator(f"#turn-{attempt} .prompt-text")).to_contain_text("Make the build green")
     row = row_of(runner, "call_1")
     expect(page.locator(f"#details-{row.id} > summary")).to_have_text("Read <b>README</b>.md")
-    expect(badge(page, row)).to_have_text("Proposed")
+    expect(badge(page, row)).to_have_text("Running")  # a read the agent announced is under way
 
     runner.send(frames.tool_update(3, "call_1", status="completed"))
-    expect(badge(page, row)).to_have_text("Completed")
+    expect(badge(page, row)).to_have_text("Succeeded")
 
     markdown = page.locator(f"#reply-{reply} .markdown")
     runner.send(frames.say(4, "Found it: **the clock** is "))
@@ -100,7 +100,7 @@ def test_a_row_the_viewer_expanded_stays_expanded_when_the_row_updates(
 
     output = {"type": "content", "content": {"type": "text", "text": "3 passed in 0.2s"}}
     runner.send(frames.tool_update(4, "call_1", status="completed", content=[output]))
-    expect(badge(page, row)).to_have_text("Completed")
+    expect(badge(page, row)).to_have_text("Succeeded")
     expect(details).to_have_attribute("open", "")
     expect(details.locator("pre.output")).to_have_text("3 passed in 0.2s")
     expect(details.locator("pre.output")).to_be_visible()
@@ -117,7 +117,7 @@ def test_after_the_server_is_killed_mid_turn_and_restarted_the_page_ends_equal_t
     log_in(page, team.viewer, then=f"/chats/{runner.chat_id}/")
     open_chat(page, live, runner.chat_id)
     same_document = reload_marker(page)
-    expect(badge(page, row_of(runner, "call_1"))).to_have_text("Proposed")
+    expect(badge(page, row_of(runner, "call_1"))).to_have_text("Running")
 
     # Mid-turn: frames on the wire, perhaps applied, perhaps not, when the server dies.
     runner.send(
@@ -143,7 +143,7 @@ def test_after_the_server_is_killed_mid_turn_and_restarted_the_page_ends_equal_t
     expect(page.locator(f"#reply-{reply} .markdown")).to_have_text(
         "Reading worked; the edit failed."
     )
-    expect(page.locator(f"#turn-head-{attempt} .turn-status")).to_contain_text("ended: end_turn")
+    expect(page.locator(f"#turn-head-{attempt} .turn-status")).to_contain_text("Finished")
     expect(page.locator("#chat-head [data-runner]")).to_have_text("runner connected")
     assert same_document(), "the page was reloaded instead of reconnecting"
     rows = ToolActivity.objects.filter(chat_id=runner.chat_id).order_by("position")
@@ -174,7 +174,7 @@ def test_a_tab_in_the_background_catches_up_on_what_it_missed_when_shown_again(
         frames.tool_call(4, "call_2", "Run the tests", kind="execute", status="pending"),
     )
     page.wait_for_timeout(200)
-    expect(badge(page, first)).to_have_text("Proposed", timeout=1)  # it really missed them
+    expect(badge(page, first)).to_have_text("Running", timeout=1)  # it really missed them
 
     set_visibility(page, hidden=False)
     live.connected()

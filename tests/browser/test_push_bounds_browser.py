@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from activity.models import ToolActivity
+from activity.statuses import Shown, call_status
 from tests import frames
 from tests.browser.helpers import (
     RECONNECT_TIMEOUT,
@@ -91,14 +93,20 @@ def expect_screen_equals_export(page: Page, chat_id: uuid.UUID) -> None:
     rows = json.loads(answer.text())
     expect(page.locator("tr.tool")).to_have_count(len(rows))
     for row in rows:
-        expect(page.locator(f"#tool-{row['id']} td.status .badge")).to_have_class(
-            f"badge {row['status']}"
+        expect(page.locator(f"#tool-{row['id']} td.status .badge")).to_have_text(
+            status_of(row).words
         )
     shown = page.locator("tr.tool").evaluate_all(
         """rows => rows.map(r => [r.id, r.querySelector('td.status .badge').classList[1],
                                   r.querySelector('summary').textContent.trim()])"""
     )
-    assert shown == [[f"tool-{r['id']}", r["status"], r["agent_label"]] for r in rows]
+    assert shown == [[f"tool-{r['id']}", status_of(r).tone, r["agent_label"]] for r in rows]
+
+
+def status_of(record: dict[str, Any]) -> Shown:
+    """What the page says of an exported row's status (activity/statuses.py)."""
+    fields = ("status", "approval", "error_code", "read_only", "started_at", "error_message")
+    return call_status(ToolActivity(**{name: record[name] for name in fields}))
 
 
 def big_messages(live: Live) -> list[dict[str, Any]]:

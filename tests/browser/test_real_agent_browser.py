@@ -179,7 +179,7 @@ def expect_asking(page: Page, row: ToolActivity) -> None:
     expect(box).to_be_visible()
     expect(box.locator(".asked tr.del")).to_have_text(re.compile(r"second line$"))  # the diff
     expect(box.locator(".asked tr.add")).to_contain_text("second line!")
-    expect(badge(page, row)).to_have_text("Proposed")
+    expect(badge(page, row)).to_have_text("Waiting for you", use_inner_text=True)
 
 
 def test_an_approver_clicks_yes_on_claudes_edit_and_the_file_changes_and_the_row_completes(
@@ -204,12 +204,12 @@ def test_an_approver_clicks_yes_on_claudes_edit_and_the_file_changes_and_the_row
 
     prompt_box(page, row).get_by_role("button", name="Yes", exact=True).click()
     for viewer in (page, phone):
-        expect(badge(viewer, row)).to_have_text("Completed", timeout=TURN_SECONDS * 1000)
-        expect(viewer.locator(f"#tool-{row.id} .approval")).to_have_text("Approved")
+        expect(badge(viewer, row)).to_have_text("Succeeded", timeout=TURN_SECONDS * 1000)
+        expect(viewer.locator(f"#tool-{row.id} .approval")).to_have_text("Allowed")
         expect(prompt_box(viewer, row).locator(".decision")).to_have_text(
             settled("Allowed once by bob")
         )
-        expect(prompt_box(viewer, row).locator("button")).to_have_count(0)
+        expect(prompt_box(viewer, row).locator("button.choice")).to_have_count(0)  # copy stays
         expect(viewer.locator(".reply .markdown")).to_have_text("Edited the notes.")
     assert notes.read_text() == "first line\nsecond line!\n"
     screenshot(page, "claude-allow-desktop-after")
@@ -242,12 +242,12 @@ def test_an_approver_clicks_no_on_claudes_edit_and_the_file_stays_and_the_row_en
 
     prompt_box(page, row).get_by_role("button", name="No", exact=True).click()
     for viewer in (page, phone):
-        expect(badge(viewer, row)).to_have_text("Failed", timeout=TURN_SECONDS * 1000)
-        expect(viewer.locator(f"#tool-{row.id} .approval")).to_have_text("Denied")
+        expect(badge(viewer, row)).to_have_text("Rejected", timeout=TURN_SECONDS * 1000)
+        expect(viewer.locator(f"#tool-{row.id} .approval")).to_have_count(0)  # the badge said it
         expect(prompt_box(viewer, row).locator(".decision")).to_have_text(
             settled("Rejected by bob")
         )
-        expect(prompt_box(viewer, row).locator("button")).to_have_count(0)
+        expect(prompt_box(viewer, row).locator("button.choice")).to_have_count(0)  # copy stays
         expect(viewer.locator(".reply .markdown")).to_have_text("You did not want that edit.")
     screenshot(page, "claude-reject-desktop-after")
     screenshot(phone, "claude-reject-phone-after")
@@ -277,6 +277,6 @@ def test_on_a_phone_claudes_edit_prompt_fits_the_screen_and_its_no_can_be_tapped
     expect(prompt_box(phone, row).locator(".decision")).to_have_text(
         settled("Rejected by carol"), timeout=TURN_SECONDS * 1000
     )
-    expect(badge(phone, row)).to_have_text("Failed")
+    expect(badge(phone, row)).to_have_text("Rejected")
     assert claude.finished().stop_reason == "end_turn"
     assert (claude.project / "notes.txt").read_text() == NOTES

@@ -34,6 +34,7 @@ from activity.protocol import (
     RequestPermission,
     ToolCallUpdate,
 )
+from activity.statuses import exit_message
 from tests.merge.events import (
     CALL,
     content_chunk,
@@ -78,7 +79,7 @@ raw_inputs = st.one_of(
     st.builds(lambda q: {"query": q, "n": 3}, words),
     words,
 )
-raw_outputs = st.none() | st.sampled_from(["", {"ok": True}, [1, 2]]) | words
+raw_outputs = st.none() | st.sampled_from(["", {"ok": True}, [1, 2], {"exit_code": 3}]) | words
 metas = st.none() | st.sampled_from(
     [
         {},
@@ -190,7 +191,8 @@ def test_any_sequence_of_events_keeps_the_rows_promises(specs: list[Any]) -> Non
         # Status: final is final; completed_at iff final; errors only on failed/cancelled.
         assert (s.completed_at is not None) == (s.status in FINAL_STATUSES)
         assert (s.error_code is not None) == (s.status in (ToolStatus.FAILED, ToolStatus.CANCELLED))
-        assert s.error_message == (ERROR_MESSAGES[s.error_code] if s.error_code else None)
+        exited = s.error_code is ToolErrorCode.TOOL_FAILED and s.error_message == exit_message(3)
+        assert exited or s.error_message == (ERROR_MESSAGES[s.error_code] if s.error_code else None)
         if s.approval is ToolApproval.DENIED and s.status is not ToolStatus.COMPLETED:
             assert s.status in (ToolStatus.FAILED, ToolStatus.CANCELLED), "denied never runs"
             assert s.error_code is ToolErrorCode.PERMISSION_DENIED

@@ -126,7 +126,7 @@ class ChatPage:
 
     version: int
     runner: str  # "online" or "offline"
-    turns: list[str]  # per turn: "running" or "ended: <stop reason>"
+    turns: list[str]  # per turn, its status as the page says it: "Running", "Finished", …
     awaiting: list[str]  # the ids of the prompts with an answer form
     replies: list[str]  # per reply, its text
 
@@ -135,7 +135,7 @@ class ChatPage:
         version = re.search(r'id="live"[^>]*data-version="(\d+)"', text)
         runner = re.search(r'data-runner="(online|offline)"', text)
         assert version and runner, f"not a chat page:\n{text[:2000]}"
-        head = r'<p class="turn-status">\s*<span class="badge \w+">([^<]*)</span>'
+        head = r'<p class="turn-status">\s*<span class="badge [\w-]+"[^>]*>([^<]*)</span>'
         turns = re.findall(head, text)
         awaiting = re.findall(r'<form class="answer" method="post" action="/prompts/([^/]+)/', text)
         replies = [

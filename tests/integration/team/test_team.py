@@ -103,7 +103,7 @@ def expect_raw_run_whole(export: list[dict[str, Any]], chat: ChatPage, burst: in
     for n in range(BURST_CALLS):
         call = by_label[f"Burst call {n:02d}"]
         assert (call["status"], call["agent_output"]) == ("completed", last_step), call
-    assert chat.turns == ["ended: end_turn"], chat
+    assert chat.turns == ["Finished"], chat
     assert chat.replies == ["Permission outcome: allow-once"], chat  # doubled by a frame twice
 
 
@@ -194,7 +194,7 @@ def test_sockets_idle_longer_than_the_redis_timeouts_stay_up(team):
     err = finished(run)
     assert "lost the server" not in err, err
     chat = team.visitor.chat(run.chat_id, team.b.url)
-    assert chat.turns == ["ended: end_turn"] and chat.replies == ["Permission outcome: allow-once"]
+    assert chat.turns == ["Finished"] and chat.replies == ["Permission outcome: allow-once"]
     problems = [f"{s.name}: {line}" for s in team.servers for line in s.problems()]
     assert not problems, "\n".join(problems) + "\n" + team.logs()
 
@@ -216,13 +216,13 @@ def test_a_runner_killed_at_a_random_moment_shows_offline_then_its_turn_ends_run
     )
     # Still running: shown offline before the grace period was over, not found by a sweep
     # after it (which would end the turn at the same moment).
-    assert offline.turns == ["running"], offline
+    assert offline.turns == ["Running"], offline
     ended: ChatPage = until(
         "its turn ended after the grace period",
-        lambda: (chat := visitor.chat(run.chat_id)).turns != ["running"] and chat,
+        lambda: (chat := visitor.chat(run.chat_id)).turns != ["Running"] and chat,
         within=GRACE + 10,
     )
-    assert ended.turns == ["ended: runner_lost"]
+    assert ended.turns == ["Runner lost"]
     assert ended.runner == "offline" and not ended.awaiting
     assert prompt not in visitor.inbox()
     (row,) = visitor.export(run.chat_id)
