@@ -25,8 +25,16 @@ def _parser() -> MarkdownIt:
     )
 
 
+HEADING_SHIFT = 2  # agent text sits under a run's h1 and a turn's h2: its "#" is an h3
+
+
 def render_markdown(text: str) -> SafeString:
-    html = _parser().render(text)
+    parser = _parser()
+    tokens = parser.parse(text)
+    for token in tokens:  # keep the page's heading outline whole, whatever the agent wrote
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(int(token.tag[1]) + HEADING_SHIFT, 6)}"
+    html = parser.renderer.render(tokens, parser.options, {})
     clean = nh3.clean(
         html,
         tags=ALLOWED_TAGS,

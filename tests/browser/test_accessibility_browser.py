@@ -163,6 +163,15 @@ def outline_faults(page: Page) -> list[str]:
     return faults
 
 
+def look(page: Page, name: str, size: str, problems: dict[str, list[str]]) -> None:
+    """The page as it is now in each scheme: a screenshot, and what axe finds at desktop size."""
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        screenshot(page, f"a11y-{name}{'' if scheme == 'light' else '-dark'}-{size}")
+        if size == "desktop":
+            problems[f"{name}, {scheme}"] = blocking(page) + outline_faults(page)
+
+
 @pytest.fixture
 def contexts(browser: Any, server: Server) -> Iterator[Callable[..., Any]]:
     opened: list[Any] = []
@@ -180,39 +189,35 @@ def contexts(browser: Any, server: Server) -> Iterator[Callable[..., Any]]:
 def test_every_page_type_has_no_serious_or_critical_violations_in_light_and_dark(
     contexts: Callable[..., Any], team: Team, runner: Runner
 ):
-    alice = member(team.workspace, "ada", Role.ADMIN)
+    ada = member(team.workspace, "ada", Role.ADMIN)
     attempt = first_turn(runner)
-    visits = page_types(runner.chat_id, attempt)
+    opened = [f"details-{row_of(runner, call).id}" for call in ("edit", "test")]
     problems: dict[str, list[str]] = {}
-    asked = False
-    for scheme in ("light", "dark"):
-        suffix = "" if scheme == "light" else "-dark"
-        for size, options in (("desktop", DESKTOP), ("phone", PHONE)):
-            page = contexts(color_scheme=scheme, **options).new_page()
-            page.goto("/accounts/login/")
-            expect(page.get_by_label("Username")).to_be_visible()
-            screenshot(page, f"a11y-login{suffix}-{size}")
-            if size == "desktop":
-                problems[f"login, {scheme}"] = blocking(page) + outline_faults(page)
-            sign_in(page, alice)
-            for visit in visits:
-                if visit.name == "chat" and not asked:  # live: the rows arrive on the open page
-                    live = watch(page)
-                    open_chat(page, live, runner.chat_id)
-                    asking_turn(runner)
-                    asked = True
-                    expect(page.locator(".prompt-box.awaiting")).to_be_visible()
-                elif visit.arrive is not None:
-                    visit.arrive(page)
-                else:
-                    page.goto(visit.path)
-                if visit.name == "chat":
-                    expect(page.locator("#connection")).to_have_attribute("data-state", "live")
-                screenshot(page, f"a11y-{visit.name}{suffix}-{size}")
-                if size == "desktop":
-                    found = blocking(page) + outline_faults(page)
-                    problems[f"{visit.name}, {scheme}"] = found
-            page.context.close()
+    for size, options in (("desktop", DESKTOP), ("phone", PHONE)):
+        page = contexts(**options).new_page()
+
+        page.goto("/accounts/login/")
+        expect(page.get_by_label("Username")).to_be_visible()
+        look(page, "login", size, problems)
+        sign_in(page, ada)
+        for visit in page_types(runner.chat_id, attempt):
+            if visit.name == "chat" and size == "desktop":  # live: more arrives on the open page
+                live = watch(page)
+                open_chat(page, live, runner.chat_id)
+                asking_turn(runner)
+                expect(page.locator(".prompt-box.awaiting")).to_be_visible()
+            elif visit.arrive is not None:
+                visit.arrive(page)
+            else:
+                page.goto(visit.path)
+            if visit.name == "chat":  # a diff and a command's output in view, checked too
+                expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+                page.evaluate(
+                    "(ids) => ids.forEach((id) => { document.getElementById(id).open = true; })",
+                    opened,
+                )
+            look(page, visit.name, size, problems)
+        page.context.close()
     failing = {where: found for where, found in problems.items() if found}
     assert not failing, "\n".join(f"{where}:\n  " + "\n  ".join(f) for where, f in failing.items())
 
