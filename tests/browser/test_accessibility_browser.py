@@ -10,14 +10,17 @@ under var/screenshots/ (a11y-<page>[-dark]-desktop|phone.png) for a person to lo
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
+from django.conf import settings
 from playwright.sync_api import Page, expect
 
 from activity.models import Role, ToolActivity
@@ -36,6 +39,8 @@ from tests.browser.helpers import (
 )
 from tests.browser.runner import Runner
 from tests.liveserver import Server
+
+DOCS_SHOT = Path(settings.BASE_DIR) / "docs" / "live-run.png"
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -216,6 +221,12 @@ def test_every_page_type_has_no_serious_or_critical_violations_in_light_and_dark
                     "(ids) => ids.forEach((id) => { document.getElementById(id).open = true; })",
                     opened,
                 )
+            if visit.name == "chat" and size == "desktop" and os.environ.get("KORUWEB_WRITE_DOCS"):
+                page.emulate_media(
+                    color_scheme="light"
+                )  # the README's picture: KORUWEB_WRITE_DOCS=1
+                page.locator(".prompt-box.awaiting").scroll_into_view_if_needed()
+                page.screenshot(path=DOCS_SHOT)
             look(page, visit.name, size, problems)
         page.context.close()
     failing = {where: found for where, found in problems.items() if found}
