@@ -94,12 +94,12 @@
         counts = said.counts; // this person's workspaces and counts, as they are now
         everywhere = said.all === true;
         show();
+      } else if (said.run) {
+        placeRun(said); // a run's line: it names its workspace too, so it is told apart first
       } else if (said.workspace) {
         counts[said.workspace] = said.waiting;
         show();
         announce(said.asks || []);
-      } else if (said.run) {
-        placeRun(said);
       }
     });
     socket.addEventListener("close", (event) => {
