@@ -2,7 +2,15 @@ from __future__ import annotations
 
 from django.urls import path
 
-from activity import drive_views, host_views, review, search_views, views, workspaces
+from activity import (
+    drive_views,
+    host_views,
+    invite_views,
+    review,
+    search_views,
+    views,
+    workspaces,
+)
 
 urlpatterns = [
     path("", views.runs, name="runs"),
@@ -48,6 +56,14 @@ urlpatterns = [
         workspaces.revoke_token,
         name="revoke-token",
     ),
+    path("workspaces/<slug:slug>/invites/", invite_views.invite_list, name="invites"),
+    path("workspaces/<slug:slug>/invites/create", invite_views.create, name="create-invite"),
+    path(
+        "workspaces/<slug:slug>/invites/<int:invite_id>/revoke",
+        invite_views.revoke,
+        name="revoke-invite",
+    ),
+    path("invite/<str:token>/", invite_views.invite, name="invite"),
     path("runs/new", host_views.new_run, name="new-run"),
     path("runs/new/start", host_views.start, name="new-run-start"),
     path("runs/new/<uuid:run_id>/", host_views.starting, name="new-run-starting"),
