@@ -23,7 +23,7 @@ from axe_playwright_python.sync_playwright import Axe
 from django.conf import settings
 from playwright.sync_api import Page, expect
 
-from activity.models import Role, ToolActivity
+from activity.models import Prompt, Role, ToolActivity
 from tests import frames
 from tests.browser.helpers import (
     DESKTOP,
@@ -123,11 +123,19 @@ def make_token(page: Page) -> None:
     expect(page.locator(".new-token")).to_be_visible()
 
 
+def open_prompt(page: Page) -> None:
+    """The waiting prompt on a page of its own."""
+    prompt = Prompt.objects.get(tool__tool_call_id="rm")
+    page.goto(f"/prompts/{prompt.pk}/answer")
+    expect(page.get_by_role("button", name="Allow once")).to_be_visible()
+
+
 def page_types(chat_id: uuid.UUID, attempt: uuid.UUID) -> list[Visit]:
     return [
         Visit("runs", "/"),
         Visit("chat", f"/chats/{chat_id}/"),
         Visit("inbox", "/inbox/"),
+        Visit("prompt", "", open_prompt),
         Visit("workspaces", "/workspaces/"),
         Visit("workspace", "/workspaces/acme/"),
         Visit("token", "/workspaces/acme/", make_token),
