@@ -38,13 +38,15 @@ def money(amount: Any, currency: Any) -> str:
     """A cost: ``$1.23``, ``€0.05``, ``0.40 CHF``; a cent's fraction is ``<$0.01``."""
     try:
         value = Decimal(str(amount))
-    except (InvalidOperation, ValueError):
+        shown = value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    except (InvalidOperation, ValueError):  # not a number, NaN, infinite or past 28 digits
+        return ""
+    if not value.is_finite():
         return ""
     code = str(currency or "").upper()[:8]
     symbol = SYMBOLS.get(code)
     if 0 < value < Decimal("0.01"):
         return f"<{symbol}0.01" if symbol else f"<0.01 {code}".strip()
-    shown = value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
     text = f"{shown:,.2f}"
     if symbol:
         return f"-{symbol}{text[1:]}" if text.startswith("-") else f"{symbol}{text}"

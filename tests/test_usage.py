@@ -103,3 +103,8 @@ def test_a_reading_after_the_turn_ended_counts_for_that_turn(acme):
     )
     assert Chat.objects.get(pk=chat.pk).usage["used"] == 5_000
     assert usage.turn(InferenceAttempt.objects.get(pk=attempt)).cost == "$0.02"
+
+
+@pytest.mark.parametrize("amount", ["1e400", float("inf"), float("nan"), "sNaN", 1e30, "x", None])
+def test_a_cost_no_one_could_pay_or_no_number_at_all_shows_nothing_and_breaks_no_page(amount):
+    assert usage.money(amount, "USD") == ""

@@ -32,7 +32,7 @@ from tests.browser.runner import Runner
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 HIGHLIGHTED = re.compile(r"(^|\s)highlight(\s|$)")
-HIGHLIGHT_BACKGROUND = "rgb(255, 244, 214)"  # koruweb.css: tr.highlight, tr:target (--wait-bg, light)
+HIGHLIGHT_BACKGROUND = "rgb(255, 244, 214)"  # tr.highlight, tr:target: --wait-bg, light
 
 
 def calls(runner: Runner, count: int) -> None:
