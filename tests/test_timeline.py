@@ -91,6 +91,7 @@ def test_the_turn_page_draws_the_timeline_its_times_and_usage(acme, as_approver)
     assert '<time datetime="2025-12-29T09:20:00Z"' in page  # the turn's start, for times.js
     assert '<span class="ran">ran 500 ms</span> · <span class="waited">waited 20.0 s' in page
     assert "12.3k / 200k tokens · 6% · $0.42" in page
+    assert "10,000 calls" in page and '<span class="ran">ran 2 h 46 min</span>' in page
     zoomed = as_approver.get(
         f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/?from=0&to=60000&kind=read"
     ).content.decode()

@@ -31,7 +31,7 @@ def diff_lines(text: str | None) -> list[tuple[str, str]] | None:
 
 @register.filter
 def millis(value: int | None) -> str:
-    """A duration in milliseconds, for a person: 850 ms, 4.2 s, 3 min 5 s."""
+    """A duration in milliseconds, for a person: 850 ms, 4.2 s, 3 min 5 s, 2 h 46 min."""
     if value is None or value < 0:
         return ""
     if value < 1000:
@@ -39,4 +39,6 @@ def millis(value: int | None) -> str:
     if value < 60_000:
         return f"{value / 1000:.1f} s"
     minutes, seconds = divmod(value // 1000, 60)
+    if minutes >= 60:
+        return f"{minutes // 60} h {minutes % 60} min"
     return f"{minutes} min {seconds} s"

@@ -89,9 +89,18 @@
     if (done) event.preventDefault();
   });
 
-  // The form applies a chosen status or kind at once (a plain GET form without JavaScript).
+  // The form applies a chosen status or kind at once (a plain GET form without JavaScript),
+  // and its link leaves out what is not chosen: ?status=failed, not ?q=&status=failed&kind=.
   document.addEventListener("change", (event) => {
     const form = event.target.closest?.("#run-filter form");
     if (form && event.target.tagName === "SELECT") form.requestSubmit();
+  });
+  document.addEventListener("submit", (event) => {
+    const form = event.target.closest?.("#run-filter form");
+    if (!form) return;
+    event.preventDefault();
+    const query = new URLSearchParams();
+    for (const [name, value] of new FormData(form)) if (String(value).trim()) query.set(name, value);
+    location.assign(`${location.pathname}${query.size ? `?${query}` : ""}`);
   });
 })();
