@@ -44,5 +44,11 @@ def change(chat_id: uuid.UUID, *, related: tuple[str, ...] = ()) -> Iterator[Wor
         if work.changed or chat.last_seq != last_seq:
             write(work, since)
         work.result = ChatChange(
-            chat.pk, chat.workspace_id, since, chat.version, work.prompts_changed, work.listed
+            chat.pk,
+            chat.workspace_id,
+            since,
+            chat.version,
+            work.prompts_changed,
+            work.listed,
+            tuple(work.mentioned),
         )

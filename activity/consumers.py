@@ -319,7 +319,7 @@ class NeedsConsumer(Relay):
             return
         workspaces = await database_sync_to_async(access.answering_workspaces)(user)
         names = [groups.INBOX_ALL] if workspaces is None else list(map(groups.inbox, workspaces))
-        await self.join(names)
+        await self.join([*names, groups.person(user.pk)])
         # Counted after joining: nothing that changes from here on is missed.
         await self.send(text_data=await database_sync_to_async(needs.snapshot)(user))
 
@@ -348,6 +348,9 @@ class NeedsConsumer(Relay):
             await self.send(text_data=event["needs"])
 
     async def runs_changed(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["text"])
+
+    async def mentions_changed(self, event: dict[str, Any]) -> None:
         await self.send(text_data=event["text"])
 
     async def disconnect(self, code: int) -> None:

@@ -33,6 +33,13 @@ def inbox(workspace_id: uuid.UUID | str) -> str:
     return f"inbox-{workspace_id}"
 
 
+def person(user_id: int) -> str:
+    """The needs sockets of one person's pages; told ``mentions.changed`` with ``"text"``:
+    ``{"mentions": n, "said": words or absent}`` when a comment mentions them or they open or
+    dismiss a mention (``needs.tell_mentions``)."""
+    return f"person-{user_id}"
+
+
 # Superusers' runs-list sockets: told of every workspace's runs.
 RUNS_ALL = "runs-all"
 

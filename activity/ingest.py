@@ -146,8 +146,14 @@ def _one_by_one(chat_id: uuid.UUID, frames: list[Item]) -> Result:
         except Exception as failure:
             results.append(_refuse(chat_id, item, failure))
     first, last = results[0].change, results[-1].change
-    flags = {k: any(getattr(r.change, k) for r in results) for k in ("prompts_changed", "listed")}
-    change = ChatChange(chat_id, first.workspace_id, first.since, last.version, **flags)
+    change = ChatChange(
+        chat_id,
+        first.workspace_id,
+        first.since,
+        last.version,
+        prompts_changed=any(r.change.prompts_changed for r in results),
+        listed=any(r.change.listed for r in results),
+    )
     errors = [error for result in results for error in result.errors]
     return Result(acked=results[-1].acked, errors=errors, change=change)
 

@@ -165,19 +165,32 @@ def record(comment: Comment, workspace_id: Any) -> list[Mention]:
     return Mention.objects.bulk_create(found)
 
 
-def waiting_for(user: Any) -> list[Mention]:
-    """The mentions a person has not opened or dismissed, newest first, in runs they still
-    see (a member who left a workspace is not reminded of its runs)."""
+def _waiting(user: Any) -> models.QuerySet[Mention]:
     from activity import access
 
-    if not user.is_authenticated:
-        return []
-    waiting = Mention.objects.filter(
+    return Mention.objects.filter(
         user_id=user.pk,
         seen_at__isnull=True,
         comment__tool__chat__in=access.visible_chats(user),
-    ).select_related("comment__author", "comment__tool__chat__workspace")
+    )
+
+
+def waiting_for(user: Any) -> list[Mention]:
+    """The mentions a person has not opened or dismissed, newest first, in runs they still
+    see (a member who left a workspace is not reminded of its runs)."""
+    if not user.is_authenticated:
+        return []
+    waiting = (
+        _waiting(user)
+        .select_related("comment__author", "comment__tool__chat__workspace")
+        .prefetch_related("comment__mentions")
+    )
     return list(waiting.order_by("-created_at")[:INBOX_MENTIONS])
+
+
+def waiting_count(user: Any) -> int:
+    """How many mentions wait for this person (``waiting_for``'s, uncapped)."""
+    return _waiting(user).count() if user.is_authenticated else 0
 
 
 def mark_seen(mention_id: int, user: Any) -> Mention | None:

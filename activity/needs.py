@@ -35,10 +35,11 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
 from django.db.models import Count, QuerySet
 from django.template.loader import render_to_string
 
-from activity import access, groups, watching
+from activity import access, groups, mentions, watching
 from activity import runs as runs_list
 from activity.models import Chat, Membership, Prompt
 from activity.work import ChatChange
@@ -71,7 +72,7 @@ def counts(user: Any) -> dict[str, Any]:
         shown = {str(w): 0 for w in workspaces}
     per = prompts.values("chat__workspace_id").annotate(n=Count("id"))
     shown.update({str(entry["chat__workspace_id"]): entry["n"] for entry in per})
-    return {"counts": shown, "all": workspaces is None}
+    return {"counts": shown, "all": workspaces is None, "mentions": mentions.waiting_count(user)}
 
 
 def snapshot(user: Any) -> str:
@@ -200,6 +201,8 @@ async def announce(change: ChatChange) -> None:
             await tell(change, *await database_sync_to_async(said)(change))
         except Exception:  # committed: a needs socket catches up when it reconnects
             log.exception("telling the needs sockets of workspace %s failed", change.workspace_id)
+    if change.mentioned:
+        await tell_mentions(change.mentioned, announced=True)
 
 
 def announce_sync(change: ChatChange) -> None:
@@ -209,6 +212,46 @@ def announce_sync(change: ChatChange) -> None:
             async_to_sync(tell)(change, *said(change))
         except Exception:
             log.exception("telling the needs sockets of workspace %s failed", change.workspace_id)
+    if change.mentioned:
+        tell_mentions_sync(change.mentioned, announced=True)
+
+
+def mentions_texts(user_ids: Iterable[int], announced: bool) -> dict[int, str]:
+    """What each person's pages hear of their mentions: how many wait, and, when a comment
+    has just mentioned them (``announced``), who mentioned them where, to be read out."""
+    texts = {}
+    for person in get_user_model().objects.filter(pk__in=list(user_ids)):
+        waiting = mentions.waiting_for(person)
+        said: dict[str, Any] = {"mentions": mentions.waiting_count(person)}
+        if announced and waiting:
+            newest = waiting[0]
+            who = newest.comment.author.get_username() if newest.comment.author else "Someone"
+            run = first_line(newest.comment.tool.chat.title, RUN_CHARS) or "an untitled run"
+            said["said"] = f"{who} mentioned you in {run}"
+        texts[person.pk] = json.dumps(said)
+    return texts
+
+
+async def tell_mentions(user_ids: Iterable[int], announced: bool = False) -> None:
+    """Tell these people's pages how many mentions wait for them now."""
+    try:
+        await send_mentions(await database_sync_to_async(mentions_texts)(user_ids, announced))
+    except Exception:  # committed: the pages catch up when their sockets reconnect
+        log.exception("telling people %s of their mentions failed", list(user_ids))
+
+
+async def send_mentions(texts: dict[int, str]) -> None:
+    layer = get_channel_layer()
+    for user_id, text in texts.items():
+        await layer.group_send(groups.person(user_id), {"type": "mentions.changed", "text": text})
+
+
+def tell_mentions_sync(user_ids: Iterable[int], announced: bool = False) -> None:
+    """``tell_mentions`` for synchronous code (a view): counted here, on its connection."""
+    try:
+        async_to_sync(send_mentions)(mentions_texts(user_ids, announced))
+    except Exception:
+        log.exception("telling people %s of their mentions failed", list(user_ids))
 
 
 async def tell(change: ChatChange, needs: str | None, run: str | None) -> None:

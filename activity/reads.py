@@ -44,14 +44,15 @@ class Changes:
 
 
 def with_prompts(rows: list[ToolActivity]) -> list[ToolActivity]:
-    """Attach what a row shows beside its own columns, in two queries for any number of rows:
-    its latest prompt as ``row.prompt`` (open, it is the row's ``live`` state; answered or
-    closed, it carries the decision) and its comments as ``row.notes``."""
+    """Attach what a row shows beside its own columns, in three queries at most for any number
+    of rows: its latest prompt as ``row.prompt`` (open, it is the row's ``live`` state; answered
+    or closed, it carries the decision) and its comments as ``row.notes``, with their mentions."""
     ids = [r.pk for r in rows]
     prompts = Prompt.objects.filter(tool__in=ids).select_related("answered_by")
     by_row = {p.tool_id: p for p in prompts.order_by("opened_at")}
     notes: dict[uuid.UUID, list[Comment]] = defaultdict(list)
-    for comment in Comment.objects.filter(tool__in=ids).select_related("author"):
+    comments = Comment.objects.filter(tool__in=ids).select_related("author")
+    for comment in comments.prefetch_related("mentions"):
         notes[comment.tool_id].append(comment)
     for row in rows:
         row.prompt = by_row.get(row.pk)  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from activity import access, broadcast, chats, dom, filters, reads, timeline
+from activity import access, broadcast, chats, dom, filters, mentions, reads, timeline
 from activity.contract import bound
 from activity.models import AgentToken, Chat, Comment, InferenceAttempt, ToolActivity
 from activity.transcript import chat_markdown, interleave
@@ -172,8 +172,12 @@ def transcript(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
 
 
 def add_comment(row: ToolActivity, author: Any, text: str) -> ChatChange:
-    """A member's comment on a call: shown under it, live."""
+    """A member's comment on a call: shown under it, live; the members it mentions are told."""
     with chats.change(row.chat_id) as work:
-        Comment.objects.create(tool=row, author=author, text=bound(text, COMMENT_CHARS) or "")
+        comment = Comment.objects.create(
+            tool=row, author=author, text=bound(text, COMMENT_CHARS) or ""
+        )
+        found = mentions.record(comment, work.chat.workspace_id)
+        work.mentioned += [m.user_id for m in found if m.seen_at is None]
         work.touch(row, "version")
     return work.done

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods
 
-from activity import access, answers, broadcast, dom, filters, needs, reads, watching
+from activity import access, answers, broadcast, dom, filters, mentions, needs, reads, watching
 from activity import runs as runs_list
 from activity.frames import WEB_PROMPT_CHARS
 from activity.models import Prompt, Role
@@ -64,7 +64,10 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
 @login_required
 def inbox(request: HttpRequest) -> HttpResponse:
     prompts = reads.inbox(access.answerable_chats(request.user))
-    return render(request, "activity/inbox.html", {"prompts": prompts, "can_answer": True})
+    mentioned = mentions.waiting_for(request.user)
+    context = {"prompts": prompts, "mentions": mentioned, "waiting": len(prompts) + len(mentioned)}
+    context["can_answer"] = True
+    return render(request, "activity/inbox.html", context)
 
 
 @require_http_methods(["GET", "POST"])

@@ -41,6 +41,7 @@ class ChatChange:
     version: int
     prompts_changed: bool = False  # a prompt opened, was answered or closed: inboxes change
     listed: bool = False  # what the runs list shows of it changed (head, a turn, a prompt)
+    mentioned: tuple[int, ...] = ()  # people a new comment mentions: their inboxes change
 
     @property
     def changed(self) -> bool:
@@ -66,6 +67,7 @@ class Work:
     new_ids: set[int] = field(default_factory=set)
     dirty: dict[int, tuple[Model, set[str]]] = field(default_factory=dict)
     meta_changed: bool = False
+    mentioned: list[int] = field(default_factory=list)  # user ids, see ChatChange.mentioned
     result: ChatChange | None = None  # set by chats.change once the write is done
 
     @property

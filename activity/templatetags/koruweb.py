@@ -3,8 +3,9 @@ from __future__ import annotations
 from django import template
 from django.utils.safestring import SafeString
 
-from activity import dom
+from activity import dom, mentions
 from activity.markdown import render_markdown
+from activity.models import Comment
 
 register = template.Library()
 
@@ -18,6 +19,12 @@ def dom_id(pk: object, kind: str) -> str:
 @register.filter
 def markdown(text: str) -> SafeString:
     return render_markdown(text or "")
+
+
+@register.filter
+def comment_html(comment: Comment) -> SafeString:
+    """A comment's Markdown, sanitised, its members' mentions highlighted (``mentions.py``)."""
+    return mentions.comment_html(comment)
 
 
 @register.filter

@@ -1,4 +1,4 @@
-// The inbox: the page title counts waiting prompts, and with the user's permission each new
+// The inbox: the page title counts waiting prompts and mentions, and with the user's permission each new
 // prompt is announced by a notification, also while the tab is in the background.
 (() => {
   const list = () => document.getElementById("inbox-list");
@@ -6,7 +6,7 @@
   let known = ids();
 
   const retitle = () => {
-    const count = Number(list()?.dataset.count || 0);
+    const count = Number(list()?.dataset.count || 0) + document.querySelectorAll("[data-mention-id]").length;
     document.title = `${count ? `(${count}) ` : ""}Inbox · koruweb`;
   };
 
@@ -55,5 +55,22 @@
     await htmx.swap({ sourceElement: live, target: live, swap: "none", text: fresh.outerHTML, transition: false });
     changed();
   });
+  // Mentions: needs.js says when this person's changed; the list is fetched again and morphed in.
+  let fetching = null;
+  const refetchMentions = async () => {
+    const answer = await fetch(location.pathname, { headers: { Accept: "text/html" } });
+    if (!answer.ok) return;
+    const page = new DOMParser().parseFromString(await answer.text(), "text/html");
+    const fresh = page.getElementById("mentions");
+    const shown = document.getElementById("mentions");
+    if (!fresh || !shown) return;
+    fresh.setAttribute("hx-swap-oob", "outerMorph");
+    await htmx.swap({ sourceElement: shown, target: shown, swap: "none", text: fresh.outerHTML, transition: false });
+    retitle();
+  };
+  document.addEventListener("koruweb:mentions", () => {
+    fetching = (fetching || Promise.resolve()).then(refetchMentions, refetchMentions); // one at a time, in order
+  });
+  document.addEventListener("htmx:after:swap", retitle); // a dismissed mention leaves the list
   retitle();
 })();

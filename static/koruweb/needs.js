@@ -1,5 +1,6 @@
-// Needs you, on every page (activity/needs.py): the count on Inbox and in the tab title, a
-// line read out when a new prompt arrives, and on the runs list each run's line in place.
+// Needs you, on every page (activity/needs.py): the count on Inbox and in the tab title (the
+// prompts this person may answer and the comments that mention them), a line read out when a
+// new prompt or mention arrives, and on the runs list each run's line in place.
 // The server says each workspace's count, once for everyone; this page adds up the
 // workspaces where its person may answer (the socket only hears of those).
 (() => {
@@ -11,10 +12,11 @@
   const table = document.getElementById("runs");
   let counts = JSON.parse(link.dataset.counts || "{}");
   let everywhere = link.dataset.all === "true";
+  let mentions = Number(link.dataset.mentions || 0); // comments that mention this person, unseen
   const heard = new Set(); // prompts already read out
 
   // --- the count ---------------------------------------------------------------------------
-  const total = () => Object.values(counts).reduce((sum, n) => sum + n, 0);
+  const total = () => Object.values(counts).reduce((sum, n) => sum + n, mentions);
   const show = () => {
     const n = total();
     badge.textContent = String(n);
@@ -29,13 +31,15 @@
 
   // --- what a new prompt says --------------------------------------------------------------
   const here = (chat) => location.pathname.startsWith(`/chats/${chat}/`); // read out there already (a11y.js)
+  const say = (line) => {
+    announcer.textContent = ""; // emptied first, so the same words twice are read twice
+    setTimeout(() => { announcer.textContent = line; }, 50);
+  };
   const announce = (asks) => {
     const fresh = asks.filter((ask) => !heard.has(ask.prompt) && !here(ask.chat));
     asks.forEach((ask) => heard.add(ask.prompt));
     if (!fresh.length || !announcer) return;
-    const line = fresh.map((ask) => `Agent in ${ask.run} asks: ${ask.text}`).join(" ");
-    announcer.textContent = ""; // emptied first, so the same words twice are read twice
-    setTimeout(() => { announcer.textContent = line; }, 50);
+    say(fresh.map((ask) => `Agent in ${ask.run} asks: ${ask.text}`).join(" "));
   };
 
   // --- the runs list -----------------------------------------------------------------------
@@ -93,7 +97,15 @@
       if (said.counts) {
         counts = said.counts; // this person's workspaces and counts, as they are now
         everywhere = said.all === true;
+        const before = mentions;
+        mentions = Number(said.mentions || 0);
         show();
+        if (mentions !== before) document.dispatchEvent(new CustomEvent("koruweb:mentions")); // the inbox looks again
+      } else if (typeof said.mentions === "number") {
+        mentions = said.mentions; // a comment mentioned this person, or they saw a mention
+        show();
+        if (said.said && announcer) say(said.said);
+        document.dispatchEvent(new CustomEvent("koruweb:mentions"));
       } else if (said.run) {
         placeRun(said); // a run's line: it names its workspace too, so it is told apart first
       } else if (said.workspace) {

@@ -1,5 +1,5 @@
 // Copy-link buttons (templates/activity/parts.html, invites.html): a click copies a link — a
-// row's permalink (data-copy-url, made absolute) or the text of a field (data-copy-from, an id)
+// call's permalink (an <a data-copy-url>, made absolute) or the text of a field (data-copy-from, an id)
 // — and the button says "Copied" for a moment; a screen reader hears it. One listener for the
 // whole page, so rows pushed later work without setup.
 (() => {
@@ -57,8 +57,13 @@
   }
 
   document.addEventListener("click", async (event) => {
-    const button = event.target.closest("button[data-copy-url], button[data-copy-from]");
+    const button = event.target.closest("[data-copy-url], button[data-copy-from]");
     if (!button) return;
+    // A call's link (an <a>) copies on a plain click; with a modifier it opens as a link does.
+    if (button.tagName === "A") {
+      if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) return;
+      event.preventDefault();
+    }
     try {
       await write(linkOf(button));
       say(button, "yes", "Copied");

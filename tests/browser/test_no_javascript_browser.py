@@ -41,8 +41,8 @@ def test_an_approver_without_javascript_answers_a_prompt_with_the_pages_own_form
 def test_a_member_without_javascript_comments_on_a_call(no_script: Page, runner: Runner):
     row = ask_permission(runner)
     no_script.goto(f"/chats/{runner.chat_id}/")
-    box = no_script.locator(f"#comments-{row.pk}")
-    box.locator("summary").click()
+    no_script.locator(f"#call-label-{row.pk}").click()  # the call opens, with its form
+    box = no_script.locator(f"#comment-form-{row.pk}")
     box.get_by_label("Comment on this call").fill("Looks risky")
     box.get_by_role("button", name="Add comment").click()
     expect(no_script.locator(f"#comments-{row.pk} .comment")).to_contain_text("Looks risky")

@@ -90,17 +90,20 @@ def test_a_comment_posted_in_one_browser_appears_live_in_another_without_a_reloa
     alice = new_page()
     sign_in(alice, team.viewer)  # a viewer may comment: review is for every member
     open_chat(alice, watch(alice), runner.chat_id)
-    box = alice.locator(f"#comments-{target.id}")
-    box.get_by_text("Comment", exact=True).click()
-    box.get_by_label("Comment on this call").fill("Why read <module_2> twice?\nSee the plan.")
+    form = alice.locator(f"#tool-{target.id} .comment-form")
+    expect(form).to_be_hidden()  # a closed call carries no form
+    alice.locator(f"#call-label-{target.id}").click()  # the call opens, with its form
+    box = alice.locator(f"#comment-form-{target.id}")
+    box.get_by_label("Comment on this call").fill("Why read <module_2> **twice**?\nSee the plan.")
     box.get_by_role("button", name="Add comment").click()
 
     for viewer in (page, alice):
         comment = viewer.locator(f"#comments-{target.id} .comment")
         expect(comment).to_have_count(1)
-        expect(comment.locator("strong")).to_have_text("alice")
+        expect(comment.locator("strong").first).to_have_text("alice")
         expect(comment).to_contain_text("Why read <module_2> twice?")  # text, not markup
-        expect(viewer.locator(f"#comments-{target.id} summary")).to_have_text("Comment (1)")
+        expect(comment.locator(".comment-text strong")).to_have_text("twice")  # Markdown
+        expect(comment).to_be_visible()  # shown under the call, also while it is closed
     expect(page.locator(".comment")).to_have_count(1)  # on that row only
     expect(box.get_by_label("Comment on this call")).to_have_value("")  # sent, so cleared
     expect(page.locator(f"#tool-{target.id}")).to_have_css(  # bob still sees which row

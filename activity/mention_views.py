@@ -1,0 +1,41 @@
+"""A person's mentions, from their inbox: open one (it goes to the call and leaves the inbox)
+or dismiss it. Only the mentioned person may do either; anyone else gets the plain 404."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_POST
+
+from activity import access, mentions, needs
+from activity.mentions import Mention
+
+
+def _seen(request: HttpRequest, mention_id: int) -> Mention:
+    """The person's own mention in a run they still see, marked as seen; their pages told."""
+    mention = mentions.mark_seen(mention_id, request.user)
+    if (
+        mention is None
+        or not access.visible_chats(request.user)
+        .filter(tool_activities__comments=mention.comment_id)
+        .exists()
+    ):
+        raise Http404("no such mention")
+    needs.tell_mentions_sync([mention.user_id])
+    return mention
+
+
+@require_GET
+@login_required
+def open_mention(request: HttpRequest, mention_id: int) -> HttpResponse:
+    return redirect("tool", _seen(request, mention_id).comment.tool_id)
+
+
+@require_POST
+@login_required
+def dismiss(request: HttpRequest, mention_id: int) -> HttpResponse:
+    _seen(request, mention_id)
+    if request.headers.get("HX-Request"):
+        return HttpResponse("")  # the item is swapped out by the page
+    return redirect("inbox")
