@@ -11,18 +11,19 @@ from collections.abc import Callable
 from asgiref.sync import async_to_sync
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from activity import access, broadcast, drive
 from activity.models import Chat, Role
+from activity.requests import HtmxRequest
 
 Action = Callable[[Chat, User], drive.Done]
 
 
-def act(request: HttpRequest, chat_id: uuid.UUID, action: Action) -> HttpResponse:
+def act(request: HtmxRequest, chat_id: uuid.UUID, action: Action) -> HttpResponse:
     """Check who asks, do it, tell the runner and every viewer, answer the person."""
     chat = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
     try:
@@ -37,45 +38,45 @@ def act(request: HttpRequest, chat_id: uuid.UUID, action: Action) -> HttpRespons
         return said(request, str(refusal), "refused", refusal.status)
     async_to_sync(drive.deliver)(chat.pk, done.frames)
     broadcast.announce_sync(done.change)
-    if not request.headers.get("HX-Request"):
+    if not request.htmx:
         return redirect("chat", chat.pk)
     return said(request, done.said, "sent")
 
 
-def said(request: HttpRequest, words: str, kind: str, status: int = 200) -> HttpResponse:
-    if not request.headers.get("HX-Request"):
+def said(request: HtmxRequest, words: str, kind: str, status: int = 200) -> HttpResponse:
+    if not request.htmx:
         return HttpResponse(words, status=status, content_type="text/plain")
     return HttpResponse(format_html('<span class="{}">{}</span>', kind, words), status=status)
 
 
 @require_POST
 @login_required
-def send(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
+def send(request: HtmxRequest, chat_id: uuid.UUID) -> HttpResponse:
     text = request.POST.get("text", "")
     return act(request, chat_id, lambda chat, user: drive.send(chat.pk, user, text))
 
 
 @require_POST
 @login_required
-def edit(request: HttpRequest, chat_id: uuid.UUID, prompt_id: uuid.UUID) -> HttpResponse:
+def edit(request: HtmxRequest, chat_id: uuid.UUID, prompt_id: uuid.UUID) -> HttpResponse:
     text = request.POST.get("text", "")
     return act(request, chat_id, lambda chat, user: drive.edit(chat.pk, prompt_id, text))
 
 
 @require_POST
 @login_required
-def remove(request: HttpRequest, chat_id: uuid.UUID, prompt_id: uuid.UUID) -> HttpResponse:
+def remove(request: HtmxRequest, chat_id: uuid.UUID, prompt_id: uuid.UUID) -> HttpResponse:
     return act(request, chat_id, lambda chat, user: drive.remove(chat.pk, prompt_id))
 
 
 @require_POST
 @login_required
-def cancel(request: HttpRequest, chat_id: uuid.UUID, attempt_id: uuid.UUID) -> HttpResponse:
+def cancel(request: HtmxRequest, chat_id: uuid.UUID, attempt_id: uuid.UUID) -> HttpResponse:
     return act(request, chat_id, lambda chat, user: drive.cancel(chat.pk, attempt_id, user))
 
 
 @require_POST
 @login_required
-def mode(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
+def mode(request: HtmxRequest, chat_id: uuid.UUID) -> HttpResponse:
     chosen = request.POST.get("mode", "")
     return act(request, chat_id, lambda chat, user: drive.switch_mode(chat.pk, chosen, user))

@@ -30,6 +30,7 @@ from activity import access, hosts
 from activity.accounts import AgentHost, HostRun, HostRunStatus, Role
 from activity.hostframes import FIRST_PROMPT_CHARS, Listing
 from activity.models import Chat
+from activity.requests import HtmxRequest
 
 PAGE = "activity/new_run.html"
 STARTING = "activity/new_run_starting.html"
@@ -122,7 +123,7 @@ def crumbs(path: str) -> list[tuple[str, str]]:
 
 @require_GET
 @login_required
-async def new_run(request: HttpRequest) -> HttpResponse:
+async def new_run(request: HtmxRequest) -> HttpResponse:
     """The form; with ``host`` (and ``root``, ``path``) it lists that directory, asking the
     host. An htmx request gets the listing alone."""
     user = await request.auser()
@@ -138,7 +139,7 @@ async def new_run(request: HttpRequest) -> HttpResponse:
             form.listing = await hosts.ask_listing(form.host, form.root, form.path)
         except hosts.HostError as error:
             form.listing_error = str(error)
-    template = f"{PAGE}#browse" if request.headers.get("HX-Request") else PAGE
+    template = f"{PAGE}#browse" if request.htmx else PAGE
     response: HttpResponse = await sync_to_async(render)(request, template, form.context())
     add_never_cache_headers(response)  # a listing is the host's disk now, not later
     return response

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from activity import access, mentions, needs
 from activity.mentions import Mention
+from activity.requests import HtmxRequest
 
 
 def _seen(request: HttpRequest, mention_id: int) -> Mention:
@@ -34,8 +35,8 @@ def open_mention(request: HttpRequest, mention_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def dismiss(request: HttpRequest, mention_id: int) -> HttpResponse:
+def dismiss(request: HtmxRequest, mention_id: int) -> HttpResponse:
     _seen(request, mention_id)
-    if request.headers.get("HX-Request"):
+    if request.htmx:
         return HttpResponse("")  # the item is swapped out by the page
     return redirect("inbox")

@@ -17,31 +17,34 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from django.utils.html import format_html
 
+from activity.requests import HtmxRequest
+
 TEMPLATE = "404.html"
 WORDS = "Not found, or not yours."
 
 
-def not_found(request: HttpRequest) -> HttpResponse:
+def not_found(request: HtmxRequest) -> HttpResponse:
     """The 404 a person sees: the plain page, or a fragment for htmx."""
-    if request.headers.get("HX-Request"):
+    if request.htmx:
         return HttpResponse(format_html('<span class="refused">{}</span>', WORDS), status=404)
     response = render(request, TEMPLATE, status=404)
     response["Cache-Control"] = "no-store"
     return response
 
 
-def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+def page_not_found(request: HtmxRequest, exception: Exception | None = None) -> HttpResponse:
     """``handler404``: what Django calls with DEBUG off (the middleware comes first)."""
     return not_found(request)
 
 
 class NotFoundMiddleware:
-    """Put it after the authentication middleware, so the page knows who is logged in."""
+    """Put it after the authentication and htmx middleware, so the page knows who is logged in
+    and whether htmx asked."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def __call__(self, request: HtmxRequest) -> HttpResponseBase:
         response = self.get_response(request)
         # No URL matched (``resolver_match`` is set only once one did): with DEBUG on,
         # Django has already answered with its debug page, which lists every URL pattern.
@@ -49,7 +52,7 @@ class NotFoundMiddleware:
             return not_found(request)
         return response
 
-    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+    def process_exception(self, request: HtmxRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, Http404):
             return not_found(request)
         return None

@@ -26,6 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from activity import access, broadcast, chats, dom, filters, mentions, reads, timeline
 from activity.contract import bound
 from activity.models import AgentToken, Chat, Comment, InferenceAttempt, ToolActivity
+from activity.requests import HtmxRequest
 from activity.transcript import chat_markdown, interleave
 from activity.work import ChatChange
 
@@ -105,7 +106,7 @@ def tool(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponseRedirect:
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def comment(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponse:
+def comment(request: HtmxRequest, tool_id: uuid.UUID) -> HttpResponse:
     """POST adds a comment; GET shows the form on a page of its own (see views.answer)."""
     row = get_object_or_404(
         ToolActivity.objects.filter(chat__in=access.visible_chats(request.user)).select_related(
@@ -119,7 +120,7 @@ def comment(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponse:
     if not text:
         return HttpResponse("Write something first.", status=400)
     broadcast.announce_sync(add_comment(row, request.user, text))
-    if request.headers.get("HX-Request"):
+    if request.htmx:
         return HttpResponse(status=204)
     return redirect(reverse("chat", args=[row.chat_id]) + f"#{dom.tool(row.pk)}")
 

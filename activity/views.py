@@ -14,6 +14,7 @@ from activity import access, answers, broadcast, dom, filters, mentions, needs, 
 from activity import runs as runs_list
 from activity.frames import WEB_PROMPT_CHARS
 from activity.models import Prompt, Role
+from activity.requests import HtmxRequest
 
 
 @require_GET
@@ -72,7 +73,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def answer(request: HttpRequest, prompt_id: uuid.UUID) -> HttpResponse:
+def answer(request: HtmxRequest, prompt_id: uuid.UUID) -> HttpResponse:
     """POST answers a prompt; GET shows its form on a page of its own (with a CSRF token: a
     form that arrived in a push, rendered once for every viewer, links here)."""
     prompt = get_object_or_404(
@@ -92,14 +93,14 @@ def answer(request: HttpRequest, prompt_id: uuid.UUID) -> HttpResponse:
         told, decision = answers.parse(prompt, request.POST)
         recorded = answers.record(prompt.pk, request.user, decision, told, source(request))  # type: ignore[arg-type]
     except answers.Refusal as refusal:
-        if not request.headers.get("HX-Request"):
+        if not request.htmx:
             return HttpResponse(str(refusal), status=refusal.status, content_type="text/plain")
         return HttpResponse(
             format_html('<span class="refused">{}</span>', str(refusal)), status=refusal.status
         )
     async_to_sync(answers.send_answer)(recorded.change.chat_id, recorded.request_id, told)
     broadcast.announce_sync(recorded.change)
-    if not request.headers.get("HX-Request"):
+    if not request.htmx:
         return redirect("chat", prompt.chat_id)
     return HttpResponse(format_html('<span class="sent">{}</span>', f"{decision}: sent."))
 

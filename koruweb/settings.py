@@ -82,6 +82,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",  # request.htmx (activity/requests.py)
     "django.contrib.messages.middleware.MessageMiddleware",
     "activity.notfound.NotFoundMiddleware",  # "not found, or not yours", even with DEBUG on
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
