@@ -175,6 +175,12 @@ def _waiting(user: Any) -> models.QuerySet[Mention]:
     )
 
 
+def member_names(workspace_id: Any) -> list[str]:
+    """The usernames a comment in this workspace's runs may mention, for completion."""
+    members = Membership.objects.filter(workspace_id=workspace_id)
+    return sorted(members.values_list("user__username", flat=True), key=str.casefold)
+
+
 def waiting_for(user: Any) -> list[Mention]:
     """The mentions a person has not opened or dismissed, newest first, in runs they still
     see (a member who left a workspace is not reminded of its runs)."""

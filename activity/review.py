@@ -76,6 +76,7 @@ def turn(request: HttpRequest, chat_id: uuid.UUID, attempt_id: uuid.UUID) -> Htt
             {**kept, **{k: request.GET[k] for k in ("from", "to") if k in request.GET}}
         ),
         "can_answer": False,  # a review page shows decisions, it does not take answers
+        "member_names": mentions.member_names(chat.workspace_id),
     }
     return render(request, "activity/turn.html", context)
 

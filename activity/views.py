@@ -57,6 +57,7 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
         "can_answer": access.can_answer(request.user, found),
         "can_manage": access.role_in(request.user, found.workspace_id) == Role.ADMIN,
         "web_prompt_chars": WEB_PROMPT_CHARS,
+        "member_names": mentions.member_names(found.workspace_id),
     }
     return render(request, "activity/chat.html", context)
 

@@ -184,3 +184,34 @@ def test_on_a_phone_a_call_keeps_its_link_on_its_line_and_its_comments_open_with
     screenshot(phone, "comments-chat-phone")
     phone.goto("/inbox/")
     screenshot(phone, "inbox-phone")
+
+
+def test_typing_at_offers_the_workspaces_members_and_the_keyboard_takes_one(
+    new_page: Callable[..., Page], team: Team, runner: Runner
+):
+    calls(runner)
+    target = row_of(runner, "call_1")
+    for name in ("bob", "bella", "carol"):
+        member(team.workspace, name, Role.VIEWER)
+    page = new_page(**DESKTOP)
+    sign_in(page, team.viewer)
+    open_chat(page, watch(page), runner.chat_id)
+    page.locator(f"#call-label-{target.id}").click()
+    box = page.locator(f"#comment-form-{target.id}").get_by_label("Comment on this call")
+
+    box.press_sequentially("Thanks @b")
+    offered = page.get_by_role("listbox", name="Members to mention").get_by_role("option")
+    expect(offered).to_have_text(["@bella", "@bob"])  # the members whose names start so
+    box.press("ArrowDown")
+    expect(offered.nth(1)).to_have_attribute("aria-selected", "true")
+    box.press("Enter")  # takes it; the comment is not sent
+    expect(box).to_have_value("Thanks @bob ")
+    expect(offered).to_have_count(0)
+
+    box.press_sequentially("and @zed")  # nobody of that name: nothing offered
+    expect(offered).to_have_count(0)
+    box.press_sequentially(" @c")
+    expect(offered).to_have_text(["@carol"])
+    box.press("Escape")
+    expect(offered).to_have_count(0)
+    expect(box).to_have_value("Thanks @bob and @zed @c")
