@@ -12,6 +12,16 @@ The group's members are rooms, not sockets: a process's viewers of a chat share 
 whose channel receives each push once and hands it to every viewer there in turn. A push then
 crosses the channel layer once per process, not once per viewer (bench/README.md).
 
+While it has viewers, a room joins the chat's group again on every heartbeat
+(``WATCHING_HEARTBEAT_SECONDS``, ``Room.beat``): a restarted Redis has forgotten the membership,
+and the room's receive may go on without an error all the same, as one blocking receive serves
+every channel of a process and only the coroutine waiting in it is told. It also hands its
+viewers the chat's version from the database as a push that changes nothing,
+``{"from": V, "to": V, "content": ""}``: a page at V ignores it, a page behind asks for what it
+missed. So a page behind the database catches up within two heartbeats even when a push was
+lost without a disconnect (a beat after a push came skips the version: the pushes tell it). The room hands on one message at a time: that beacon reaches a page
+between two pushes, never amid the parts of one.
+
 Every writer returns a ``ChatChange`` (``chats.change``) and the layer that committed it calls
 ``announce(change)`` (or ``announce_sync`` from synchronous code): the chat's viewers get the
 push and, when prompts opened or closed, the inboxes of its workspace are told (and the runs
@@ -38,8 +48,9 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from activity import groups, needs, pushes
+from activity import groups, needs, pushes, watching
 from activity.frames import CLOSE_UNAVAILABLE
+from activity.models import Chat
 from activity.work import ChatChange
 
 log = logging.getLogger(__name__)
@@ -71,6 +82,9 @@ class Room:
         self.channel = ""
         self.ready = asyncio.Event()  # the channel has joined the group
         self.task: asyncio.Task[None] | None = None
+        self.beating: asyncio.Task[None] | None = None  # its heartbeat, ended with it (G21)
+        self.handing = asyncio.Lock()  # one message to the viewers at a time, parts and all
+        self.heard = False  # a push came through the group since the last heartbeat
         self.expected = ""  # the push this process sent last, until it is handed on
         self.handed = asyncio.Event()
         self.handed.set()
@@ -81,7 +95,9 @@ class Room:
         layer = get_channel_layer()
         self.channel = await layer.new_channel()
         await layer.group_add(groups.chat(self.chat_id), self.channel)
-        self.task = asyncio.get_running_loop().create_task(self.run())
+        loop = asyncio.get_running_loop()
+        self.task = loop.create_task(self.run())
+        self.beating = loop.create_task(self.beat())
         self.ready.set()
 
     async def run(self) -> None:
@@ -99,22 +115,47 @@ class Room:
                 await self.disband()
                 return
             if event.get("type") == "chat.push":
+                self.heard = True
                 await self.hand_on(event["text"], *event.get("more", ()))
                 if event.get("push") == self.expected:
                     self.handed.set()
             elif event.get("type") == "chat.watching":  # who watches: no version (watching.py)
                 await self.hand_on(json.dumps({"watching": event["html"]}))
 
-    async def hand_on(self, *texts: str) -> None:
-        for viewer in list(self.viewers):
+    async def beat(self) -> None:
+        """Every heartbeat while the room is open: join the chat's group again (a restarted
+        Redis forgot the room; this also renews the membership's ``group_expiry``) and tell the
+        viewers the chat's version, as a push that changes nothing: a page at that version
+        ignores it, a page behind it asks for what it missed (live.js). Not after a beat in
+        which a push came: a page that missed one before it saw the gap, and the version read
+        while a push is on its way would send its pages for a catch-up they do not need. A beat
+        that fails is logged and the next one tries again; the room's close ends this task."""
+        layer = get_channel_layer()
+        while not self.closed:
+            await asyncio.sleep(watching.heartbeat())
             try:
-                for text in texts:  # a change's parts, in order
-                    await viewer.deliver(text)
-            except Exception as fault:  # its socket is gone: it leaves, and never slows a push
-                log.warning("a viewer of chat %s is gone, dropped: %r", self.chat_id, fault)
-                self.viewers.discard(viewer)
-        if not self.viewers:
-            await self.close()
+                await layer.group_add(groups.chat(self.chat_id), self.channel)
+                if self.heard:
+                    self.heard = False
+                    continue
+                version = await database_sync_to_async(version_of)(self.chat_id)
+            except Exception as fault:  # Redis or the database away: the next beat
+                log.warning("the room of chat %s missed a heartbeat: %r", self.chat_id, fault)
+                continue
+            if version is not None:  # None: the chat was deleted
+                await self.hand_on(pushes.push_text(version, version, ""))
+
+    async def hand_on(self, *texts: str) -> None:
+        async with self.handing:  # a heartbeat waits until every part of a push is handed on
+            for viewer in list(self.viewers):
+                try:
+                    for text in texts:  # a change's parts, in order
+                        await viewer.deliver(text)
+                except Exception as fault:  # its socket is gone: it leaves, never slows a push
+                    log.warning("a viewer of chat %s is gone, dropped: %r", self.chat_id, fault)
+                    self.viewers.discard(viewer)
+            if not self.viewers:
+                await self.close()
 
     async def disband(self) -> None:
         """Close every viewer's socket (``CLOSE_UNAVAILABLE``: its page reconnects and asks
@@ -148,8 +189,9 @@ class Room:
         self.closed = True
         self.handed.set()  # a push waiting on this room goes out at once
         self.ready.set()
-        if self.task is not None and self.task is not asyncio.current_task():
-            self.task.cancel()
+        for task in (self.task, self.beating):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
         if self.channel:
             try:
                 await get_channel_layer().group_discard(groups.chat(self.chat_id), self.channel)
@@ -160,6 +202,11 @@ class Room:
 
 
 _rooms: dict[uuid.UUID, Room] = {}
+
+
+def version_of(chat_id: uuid.UUID) -> int | None:
+    """The chat's version now, or None if it is gone: one read by primary key."""
+    return Chat.objects.filter(pk=chat_id).values_list("version", flat=True).first()
 
 
 async def join(chat_id: uuid.UUID, viewer: Viewer) -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import uuid
+from collections.abc import Callable
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -15,7 +18,7 @@ from django.db import connections
 from activity import broadcast, groups, presence, pushes
 from activity.frames import runner_frame
 from activity.ingest import ingest
-from activity.models import Workspace
+from activity.models import Chat, Workspace
 from tests import frames
 from tests.factories import HeldPage
 
@@ -458,4 +461,120 @@ async def test_a_room_whose_last_viewer_is_gone_closes_and_leaves_its_group():
             break
         await asyncio.sleep(0.02)
     assert room.closed and chat_id not in broadcast._rooms
+    assert room.channel not in get_channel_layer().groups.get(groups.chat(chat_id), {})
+
+
+# --- a room's heartbeat --------------------------------------------------------------------
+
+
+class Listening(HeldPage):
+    """A viewer here that takes every message, a moment over each (``slow`` s)."""
+
+    def __init__(self, slow: float = 0) -> None:
+        super().__init__()
+        self.slow = slow
+        self.got: list[dict] = []
+
+    async def deliver(self, text: str) -> None:
+        self.got.append(json.loads(text))
+        await asyncio.sleep(self.slow)
+
+    async def until(self, what: str, done: Callable[[list[dict]], bool]) -> None:
+        for _ in range(250):
+            if done(self.got):
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"{what} never came; the last messages: {self.got[-5:]}")
+
+    async def told(self, version: int) -> None:
+        """Until the room's heartbeat has told this viewer the chat is at ``version``."""
+        beacon = {"from": version, "to": version, "content": ""}
+        await self.until(f"a heartbeat at {version}", lambda got: beacon in got)
+
+    async def pushed_then_told(self, version: int) -> None:
+        """Until the push to ``version`` has come, its last part too, and a heartbeat after."""
+        beacon = {"from": version, "to": version, "content": ""}
+
+        def done(got: list[dict]) -> bool:
+            last = [
+                i
+                for i, push in enumerate(got)
+                if push["to"] == version
+                and push["content"]
+                and push.get("part") == push.get("parts")
+            ]
+            return bool(last) and beacon in got[last[-1] :]
+
+        await self.until(f"the push to {version}, then a heartbeat", done)
+
+
+@database_sync_to_async
+def version_now(chat_id: uuid.UUID) -> int:
+    return Chat.objects.get(pk=chat_id).version
+
+
+async def test_a_heartbeat_reaches_a_viewer_between_pushes_never_amid_the_parts_of_one(settings):
+    settings.PUSH_MAX_BYTES = 4_000
+    settings.WATCHING_HEARTBEAT_SECONDS = 0.01  # many beats while the parts are handed on
+    chat_id = await new_chat()
+    page = Listening(slow=0.005)
+    await broadcast.join(chat_id, page)
+    try:
+        await apply(chat_id, *many_calls(2, 40))
+        await page.pushed_then_told(await version_now(chat_id))
+    finally:
+        await broadcast.leave(chat_id, page)
+    parts = [i for i, push in enumerate(page.got) if "parts" in push]
+    assert len(parts) > 10 and parts == list(range(parts[0], parts[0] + len(parts)))
+    assert all(push["content"] == "" for push in page.got[: parts[0]] + page.got[parts[-1] + 1 :])
+
+
+async def test_a_heartbeat_that_fails_is_logged_and_tried_again_at_the_next(
+    settings, monkeypatch, caplog
+):
+    settings.WATCHING_HEARTBEAT_SECONDS = 0.01
+    chat_id = await new_chat()
+    page = Listening()
+    await broadcast.join(chat_id, page)
+    room = broadcast._rooms[chat_id]
+    layer = get_channel_layer()
+    group_add, version_of = layer.group_add, broadcast.version_of
+    faults = {"group_add": 1, "version_of": 1}
+
+    async def away(group: str, channel: str) -> None:
+        if faults["group_add"]:
+            faults["group_add"] -= 1
+            raise ConnectionError("Redis is away")
+        await group_add(group, channel)
+
+    def database_away(chat_id: uuid.UUID) -> int | None:
+        if faults["version_of"]:
+            faults["version_of"] -= 1
+            raise ConnectionError("the database is away")
+        return version_of(chat_id)
+
+    monkeypatch.setattr(layer, "group_add", away)
+    monkeypatch.setattr(broadcast, "version_of", database_away)
+    try:
+        with caplog.at_level(logging.WARNING, logger="activity.broadcast"):
+            await page.told(await version_now(chat_id))
+        assert faults == {"group_add": 0, "version_of": 0}
+        assert caplog.text.count("missed a heartbeat") == 2
+        assert broadcast._rooms[chat_id] is room and not room.task.done()  # type: ignore[union-attr]
+        await apply(chat_id, frames.tool_call(2, "c1", "Read a.py", status="pending"))
+        await page.pushed_then_told(await version_now(chat_id))  # the room went on
+    finally:
+        await broadcast.leave(chat_id, page)
+
+
+async def test_a_rooms_heartbeat_ends_with_the_room():
+    chat_id = await new_chat()
+    page = Listening()
+    await broadcast.join(chat_id, page)
+    room = broadcast._rooms[chat_id]
+    assert room.beating is not None and not room.beating.done()
+    await broadcast.leave(chat_id, page)  # the last viewer left: the room closed
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(room.beating, 2)
+    assert room.beating.cancelled()
     assert room.channel not in get_channel_layer().groups.get(groups.chat(chat_id), {})

@@ -467,6 +467,78 @@ async def test_a_push_that_fails_to_render_leaves_the_runner_connected_and_the_n
         await agent.disconnect()
 
 
+def is_beacon(push: dict) -> bool:
+    """A room's heartbeat: the chat's version, as a push that changes nothing."""
+    return push.get("content") == "" and push["from"] == push["to"]
+
+
+async def next_change(watch: WebsocketCommunicator) -> dict:
+    """The next push that changes the page (heartbeats are passed over)."""
+    while True:
+        push: dict = await watch.receive_json_from(timeout=5)
+        if not is_beacon(push):
+            return push
+
+
+async def test_a_push_lost_without_a_disconnect_reaches_the_page_within_a_heartbeat(
+    acme_viewer, settings, monkeypatch
+):
+    """Redis restarts just as a push goes out: it has forgotten the room's membership of the
+    chat's group, so the push reaches no one, and the page's socket stays up. The room's next
+    heartbeat joins the group again and tells the page the chat's version: the page, behind it,
+    asks for what it missed and gets it, and the next push reaches it as before."""
+    from channels.layers import InMemoryChannelLayer
+
+    layer = get_channel_layer()
+    if not isinstance(layer, InMemoryChannelLayer):
+        pytest.skip("forgets the in-memory layer's groups, as a restarted Redis does")
+    settings.WATCHING_HEARTBEAT_SECONDS = 0.2
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    agent = await runner(token, chat_id)
+    await send_all(agent, frames.turn_started(1, attempt, reply))
+    group, forgotten = groups.chat(chat_id), asyncio.Event()
+    group_send = layer.group_send
+
+    async def redis_restarted_first(name: str, message: dict) -> None:
+        if name == group and message["type"] == "chat.push" and not forgotten.is_set():
+            layer.groups.pop(group, None)  # the room's socket stays up: nobody is told
+            forgotten.set()
+        await group_send(name, message)
+
+    watch = await viewer(acme_viewer, chat_id)
+    assert (await watch.connect())[0]
+    try:
+        await watch.send_json_to({"since": 0})
+        shown = (await watch.receive_json_from(timeout=5))["to"]
+        room = broadcast._rooms[chat_id]
+        monkeypatch.setattr(layer, "group_send", redis_restarted_first)
+        await send_all(agent, frames.tool_call(2, "c1", "Read README.md", status="pending"))
+        await asyncio.wait_for(forgotten.wait(), 5)  # its push went out to no one
+        version = (await Chat.objects.aget(pk=chat_id)).version
+        assert version > shown
+
+        told = await watch.receive_json_from(timeout=5)
+        while told["to"] <= shown:  # heartbeats from before the change: nothing new
+            told = await watch.receive_json_from(timeout=5)
+        assert told == {"from": version, "to": version, "content": ""}
+        await watch.send_json_to({"since": shown})  # a gap, as live.js sees it: it asks
+        caught_up = await next_change(watch)
+        assert caught_up["from"] == shown and caught_up["to"] == version
+        assert "Read README.md" in caught_up["content"]
+
+        for _ in range(250):  # the room is in the chat's group again
+            if room.channel in layer.groups.get(group, {}):
+                break
+            await asyncio.sleep(0.02)
+        await send_all(agent, frames.tool_update(3, "c1", status="completed"))
+        push = await next_change(watch)  # a push: the page asked for nothing this time
+        assert push["from"] == version and "Succeeded" in push["content"]
+    finally:
+        await watch.disconnect()
+        await agent.disconnect()
+
+
 # --- answers on their way to the runner ------------------------------------------------------
 
 
