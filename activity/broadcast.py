@@ -19,8 +19,9 @@ every channel of a process and only the coroutine waiting in it is told. It also
 viewers the chat's version from the database as a push that changes nothing,
 ``{"from": V, "to": V, "content": ""}``: a page at V ignores it, a page behind asks for what it
 missed. So a page behind the database catches up within two heartbeats even when a push was
-lost without a disconnect (a beat after a push came skips the version: the pushes tell it). The room hands on one message at a time: that beacon reaches a page
-between two pushes, never amid the parts of one.
+lost without a disconnect (a beat after a push came skips the version: the pushes tell it).
+The room hands on one message at a time: that beacon reaches a page between two pushes, never
+amid the parts of one.
 
 Every writer returns a ``ChatChange`` (``chats.change``) and the layer that committed it calls
 ``announce(change)`` (or ``announce_sync`` from synchronous code): the chat's viewers get the
