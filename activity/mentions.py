@@ -200,9 +200,16 @@ def waiting_count(user: Any) -> int:
 
 
 def mark_seen(mention_id: int, user: Any) -> Mention | None:
-    """The person's own mention, marked as seen; None if it is not theirs."""
+    """The person's own mention, marked as seen; None if it is not theirs or in a run they no
+    longer see."""
+    from activity import access
+
     mention = (
-        Mention.objects.filter(pk=mention_id, user_id=user.pk).select_related("comment").first()
+        Mention.objects.filter(
+            pk=mention_id, user_id=user.pk, comment__tool__chat__in=access.visible_chats(user)
+        )
+        .select_related("comment")
+        .first()
     )
     if mention is not None and mention.seen_at is None:
         mention.seen_at = timezone.now()

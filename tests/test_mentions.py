@@ -153,6 +153,8 @@ def test_a_member_who_left_the_workspace_is_no_longer_reminded_of_its_runs(
     assert mentions.waiting_count(acme_approver) == 0
     mention = Mention.objects.get(user=acme_approver)
     assert logged_in(acme_approver).get(f"/mentions/{mention.pk}/").status_code == 404
+    mention.refresh_from_db()
+    assert mention.seen_at is None  # a refused open changes nothing
 
 
 def test_a_deleted_comment_takes_its_mentions_with_it(acme, acme_approver, acme_viewer):
