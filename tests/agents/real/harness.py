@@ -183,7 +183,7 @@ class WebUser:
     def post(self, path: str, data: dict[str, str]) -> tuple[int, str]:
         body = urllib.parse.urlencode({**data, "csrfmiddlewaretoken": self.csrf()}).encode()
         request = urllib.request.Request(
-            self.base + path, data=body, headers={"Referer": self.base + path, "HX-Request": "1"}
+            self.base + path, data=body, headers={"Referer": self.base + path, "HX-Request": "true"}
         )
         try:
             with self.opener.open(request, timeout=10) as reply:
