@@ -124,9 +124,7 @@ async def closed(*sockets: WebsocketCommunicator) -> None:
 # --- the sockets -------------------------------------------------------------------------------
 
 
-async def test_two_pages_of_one_person_count_once(
-    acme, acme_viewer, close_connections, settings
-):
+async def test_two_pages_of_one_person_count_once(acme, acme_viewer, close_connections, settings):
     settings.WATCHING_HEARTBEAT_SECONDS = UNHURRIED  # no entry expires while it counts
     chat = await new_chat(acme)
     first = await opened(acme_viewer, chat.pk)
