@@ -11,6 +11,10 @@ KORUWEB_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 # Two pytest-xdist workers, a test module each at a time (its module-scoped servers start once).
 PYTEST_WORKERS ?= -n 2 --dist loadfile
 export KORUWEB_TEST_REDIS_URL
+# Unit tests in which no database takes part (the runner needs none; watching is kept in the
+# cache, the proxy is TCP): the PostgreSQL pass leaves them out.
+NO_DATABASE := tests/test_runner_web.py tests/test_runner_link.py tests/test_runner_setup.py \
+	tests/test_outbox.py tests/test_host_process.py tests/test_watching.py tests/test_proxy.py
 
 .PHONY: run run-team test setup lint pytest clean
 
@@ -42,8 +46,8 @@ pytest: $(STAMP)
 	# Team mode's database: the tests where the database matters, again on PostgreSQL. Browsers,
 	# real agents, runner processes and several servers run once, above (the team tests in
 	# tests/integration/team run on PostgreSQL and Redis of their own).
-	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=15 tests/test_*.py \
-		tests/integration/test_fuzz_frames.py
+	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=15 \
+		$(filter-out $(NO_DATABASE),$(wildcard tests/test_*.py)) tests/integration/test_fuzz_frames.py
 
 test: lint pytest
 
