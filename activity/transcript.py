@@ -72,6 +72,12 @@ def row_markdown(row: ToolActivity) -> str:
         if body:
             kind = "diff" if body.startswith("--- ") else info
             lines.append(f"\n  {title}:\n\n" + _indent(fence(body, kind)))
+    for note in getattr(row, "notes", []):  # what the team said of it, in their own Markdown
+        who = note.author.get_username() if note.author else "a former member"
+        said = "\n".join(f"> {line}".rstrip() for line in note.text.split("\n"))
+        lines.append(
+            f"\n  {who} commented at {note.created_at:%Y-%m-%d %H:%M} UTC:\n\n" + _indent(said)
+        )
     return "\n".join(lines)
 
 

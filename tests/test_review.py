@@ -123,6 +123,19 @@ def test_the_transcript_reads_the_turn_in_order_with_decisions(acme, as_approver
     assert "````\n  ```py" in text  # output with backticks inside gets a longer fence
 
 
+def test_the_transcript_keeps_what_the_team_said_of_each_call_under_it(
+    acme, as_approver, acme_approver
+):
+    chat = story(acme, acme_approver)
+    row = ToolActivity.objects.get(chat=chat, tool_call_id="edit")
+    as_approver.post(f"/tools/{row.pk}/comments", {"text": "Why **a.py**?\n\nSee the plan."})
+    text = as_approver.get(f"/chats/{chat.pk}/transcript.md").content.decode()
+    edit, done = text.index("Edit a.py"), text.index("Done.")
+    said = text.index("alice commented at")
+    assert edit < said < done  # under its call
+    assert "  > Why **a.py**?\n  >\n  > See the plan." in text
+
+
 def test_the_turn_page_puts_each_call_where_it_happened_and_draws_the_timeline(
     acme, as_approver, acme_approver
 ):
