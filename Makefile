@@ -11,8 +11,9 @@ KORUWEB_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 # Two pytest-xdist workers, a test module each at a time (its module-scoped servers start once).
 PYTEST_WORKERS ?= -n 2 --dist loadfile
 export KORUWEB_TEST_REDIS_URL
-# Unit tests in which no database takes part (the runner needs none; watching is kept in the
-# cache, the proxy is TCP): the PostgreSQL pass leaves them out.
+# Unit tests in which the database is not what is tested (the runner needs none; watching is
+# kept in the cache and only reads a chat and its members; the proxy is TCP): the PostgreSQL
+# pass leaves them out.
 NO_DATABASE := tests/test_runner_web.py tests/test_runner_link.py tests/test_runner_setup.py \
 	tests/test_outbox.py tests/test_host_process.py tests/test_watching.py tests/test_proxy.py
 

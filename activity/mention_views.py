@@ -25,7 +25,14 @@ def _seen(request: HttpRequest, mention_id: int) -> Mention:
 @require_GET
 @login_required
 def open_mention(request: HttpRequest, mention_id: int) -> HttpResponse:
-    return redirect("tool", _seen(request, mention_id).comment.tool_id)
+    """Go to the call; the mention is seen, unless another site sent the browser here (a link
+    elsewhere must not empty someone's inbox: Sec-Fetch-Site says cross-site)."""
+    if request.headers.get("Sec-Fetch-Site", "none") in ("same-origin", "none"):
+        return redirect("tool", _seen(request, mention_id).comment.tool_id)
+    mention = mentions.own(mention_id, request.user)  # seen or not, it stays as it was
+    if mention is None:
+        raise Http404("no such mention")
+    return redirect("tool", mention.comment.tool_id)
 
 
 @require_POST

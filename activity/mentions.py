@@ -32,9 +32,10 @@ from activity.markdown import ALLOWED_TAGS, render_markdown
 if TYPE_CHECKING:
     from activity.models import Comment
 
-# Django's usernames are letters, digits and @ . + - _; a mention ends before a trailing dot
-# ("thanks @alice.") and is not the middle of an e-mail address (bob@example.com).
-MENTION = re.compile(r"(?<![\w@.+-])@([\w.+-]*[\w+-])")
+# Django's usernames are letters, digits and @ . + - _ (so "@ada@example.com" names the member
+# ada@example.com); a mention ends before a trailing dot ("thanks @alice.") and is not the
+# middle of an e-mail address (bob@example.com).
+MENTION = re.compile(r"(?<![\w@.+-])@([\w.@+-]*[\w+-])")
 SKIP = {"code", "pre", "a"}  # no mentions inside these
 INBOX_MENTIONS = 50  # the most an inbox lists
 ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "th": {"align"}, "td": {"align"}}
@@ -199,18 +200,23 @@ def waiting_count(user: Any) -> int:
     return _waiting(user).count() if user.is_authenticated else 0
 
 
-def mark_seen(mention_id: int, user: Any) -> Mention | None:
-    """The person's own mention, marked as seen; None if it is not theirs or in a run they no
-    longer see."""
+def own(mention_id: int, user: Any) -> Mention | None:
+    """The person's own mention, in a run they still see; None otherwise."""
     from activity import access
 
-    mention = (
+    return (
         Mention.objects.filter(
             pk=mention_id, user_id=user.pk, comment__tool__chat__in=access.visible_chats(user)
         )
         .select_related("comment")
         .first()
     )
+
+
+def mark_seen(mention_id: int, user: Any) -> Mention | None:
+    """The person's own mention, marked as seen; None if it is not theirs or in a run they no
+    longer see."""
+    mention = own(mention_id, user)
     if mention is not None and mention.seen_at is None:
         mention.seen_at = timezone.now()
         mention.save(update_fields=["seen_at"])

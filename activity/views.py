@@ -66,9 +66,9 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
 @login_required
 def inbox(request: HttpRequest) -> HttpResponse:
     prompts = reads.inbox(access.answerable_chats(request.user))
-    mentioned = mentions.waiting_for(request.user)
-    context = {"prompts": prompts, "mentions": mentioned, "waiting": len(prompts) + len(mentioned)}
-    context["can_answer"] = True
+    mentioned, count = mentions.waiting_for(request.user), mentions.waiting_count(request.user)
+    context = {"prompts": prompts, "mentions": mentioned, "mention_count": count}
+    context |= {"waiting": len(prompts) + count, "can_answer": True}
     return render(request, "activity/inbox.html", context)
 
 

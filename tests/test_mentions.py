@@ -189,3 +189,36 @@ async def test_the_mentioned_persons_pages_hear_the_count_and_who_mentioned_them
         await alices.disconnect()
         await daves.disconnect()
         await database_sync_to_async(connections.close_all)()
+
+
+def test_a_member_whose_username_is_an_email_address_is_mentioned_by_all_of_it(acme, acme_viewer):
+    ada = member(acme, "ada@example.com", Role.VIEWER)
+    member(acme, "ada", Role.VIEWER)
+    comment(acme_viewer, a_call(acme), "@ada@example.com, have a look")
+    assert [m.user for m in Mention.objects.all()] == [ada]
+
+
+def test_a_link_from_another_site_goes_to_the_call_but_leaves_the_mention_waiting(
+    acme, acme_approver, acme_viewer
+):
+    row = a_call(acme)
+    comment(acme_viewer, row, "@alice ?")
+    mention = Mention.objects.get(user=acme_approver)
+    alice = logged_in(acme_approver)
+    opened = alice.get(f"/mentions/{mention.pk}/", headers={"Sec-Fetch-Site": "cross-site"})
+    assert opened["Location"] == f"/tools/{row.pk}/"
+    assert mentions.waiting_count(acme_approver) == 1  # only she empties her inbox
+    alice.get(f"/mentions/{mention.pk}/", headers={"Sec-Fetch-Site": "same-origin"})
+    assert mentions.waiting_count(acme_approver) == 0
+
+
+def test_an_inbox_with_more_mentions_than_it_lists_says_how_many_wait(
+    acme, acme_approver, acme_viewer
+):
+    row = a_call(acme)
+    for n in range(mentions.INBOX_MENTIONS + 2):
+        comment(acme_viewer, row, f"@alice look ({n})")
+    page = logged_in(acme_approver).get("/inbox/").content.decode()
+    assert page.count('class="inbox-item mention-item"') == mentions.INBOX_MENTIONS
+    assert f"The {mentions.INBOX_MENTIONS} newest of {mentions.INBOX_MENTIONS + 2}" in page
+    assert f"({mentions.INBOX_MENTIONS + 2}) Inbox" in page  # the count is all of them

@@ -13,6 +13,10 @@
   list.setAttribute("role", "listbox");
   list.setAttribute("aria-label", "Members to mention");
   list.hidden = true;
+  const told = document.createElement("p"); // what a screen reader hears when the list opens
+  told.className = "visually-hidden";
+  told.setAttribute("role", "status");
+  document.body.append(told);
   let box = null; // the comment box the list is for
   let shown = [];
   let active = -1;
@@ -25,7 +29,19 @@
     list.replaceChildren();
     shown = [];
     active = -1;
-    if (box) box.removeAttribute("aria-activedescendant");
+    told.textContent = "";
+    if (box) {
+      box.removeAttribute("aria-activedescendant");
+      box.removeAttribute("aria-controls");
+    }
+  };
+
+  // The name being typed before the caret: an "@" at the start or after a space, and the word
+  // up to the caret (a username's letters, digits and _ . @ + -, in any script).
+  const typedIn = (area) => {
+    const before = area.value.slice(0, area.selectionStart);
+    const typed = /(^|[\s(])@([\p{L}\p{N}_.@+-]*)$/u.exec(before);
+    return typed ? { at: before.length - typed[2].length - 1, word: typed[2] } : null;
   };
 
   const mark = (index) => {
@@ -36,7 +52,9 @@
 
   const take = (index) => {
     const name = shown[index];
-    if (!name || !box) return;
+    const typed = box && typedIn(box);
+    if (!name || !typed) return close(); // the caret moved away from the name
+    at = typed.at;
     const caret = box.selectionStart;
     box.value = `${box.value.slice(0, at)}@${name} ${box.value.slice(caret)}`;
     const after = at + name.length + 2;
@@ -45,16 +63,15 @@
     box.focus();
   };
 
-  // The name being typed: an "@" at the start or after a space, and the word up to the caret.
   const offer = (area) => {
-    const before = area.value.slice(0, area.selectionStart);
-    const typed = /(^|[\s(])@([\w.+-]*)$/.exec(before);
+    const typed = typedIn(area);
     if (!typed) return close();
-    const word = typed[2].toLowerCase();
+    const word = typed.word.toLowerCase();
     const found = names.filter((name) => name.toLowerCase().startsWith(word)).slice(0, SHOWN);
     if (!found.length) return close();
+    const news = list.hidden || box !== area || found.length !== shown.length; // worth saying
     box = area;
-    at = before.length - typed[2].length - 1;
+    at = typed.at;
     shown = found;
     area.setAttribute("aria-controls", list.id);
     area.after(list);
@@ -73,6 +90,10 @@
     );
     list.hidden = false;
     mark(0);
+    if (news) {
+      const some = found.length === 1 ? "1 member" : `${found.length} members`;
+      told.textContent = `${some} to mention: arrows to choose, Enter to take, Escape to close`;
+    }
   };
 
   document.addEventListener("input", (event) => {
@@ -81,8 +102,16 @@
   document.addEventListener("focusout", (event) => {
     if (event.target === box) close();
   });
+  // The caret moved without typing (a click, arrows sideways, Home, End): offer again, or close.
+  document.addEventListener("click", (event) => {
+    if (isBox(event.target)) offer(event.target);
+  });
+  document.addEventListener("keyup", (event) => {
+    if (isBox(event.target) && ["ArrowLeft", "ArrowRight", "Home", "End"].includes(event.key)) offer(event.target);
+  });
   document.addEventListener("keydown", (event) => {
     if (event.target !== box || list.hidden || !shown.length) return;
+    if (!list.isConnected) return close(); // a push morphed the row: the list went with it
     if (event.key === "ArrowDown" || event.key === "ArrowUp") {
       event.preventDefault();
       mark((active + (event.key === "ArrowDown" ? 1 : -1) + shown.length) % shown.length);

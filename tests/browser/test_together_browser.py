@@ -212,6 +212,13 @@ def test_typing_at_offers_the_workspaces_members_and_the_keyboard_takes_one(
     expect(offered).to_have_count(0)
     box.press_sequentially(" @c")
     expect(offered).to_have_text(["@carol"])
+    expect(page.get_by_role("status").filter(has_text="to mention")).to_have_text(
+        "1 member to mention: arrows to choose, Enter to take, Escape to close"
+    )
+    box.press("Home")  # the caret left the name: nothing to complete there
+    expect(offered).to_have_count(0)
+    box.press("End")
+    expect(offered).to_have_text(["@carol"])
     box.press("Escape")
     expect(offered).to_have_count(0)
     expect(box).to_have_value("Thanks @bob and @zed @c")
