@@ -3,15 +3,12 @@
 ``AgentConsumer`` (``/ws/agent/``) relays a runner's socket to its session (``pipeline.py``:
 hello, batches, acknowledgements, heartbeat; its close codes). ``ViewerConsumer``
 (``/ws/chats/<id>/``) sends a browser what changed since the version it shows, then every push.
-``InboxConsumer`` (``/ws/inbox/``) re-renders a person's open prompts when one opens or closes.
-``NeedsConsumer`` (``/ws/needs/``, every page) passes on what waits for a person and, on the
-runs list, each run's line.
+The inbox and needs sockets (``/ws/inbox/``, ``/ws/needs/``) are ``people_consumers.py``'s.
 ``HostConsumer`` (``/ws/host/``) relays an agent host's socket to its ``hosts.HostSession``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -20,10 +17,9 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
 from redis.exceptions import RedisError
 
-from activity import access, broadcast, groups, needs, pushes, watching
+from activity import access, broadcast, pushes, watching
 from activity.accounts import TokenKind
 from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
 from activity.hosts import HostSession
@@ -246,113 +242,3 @@ class ViewerConsumer(Relay):
             await broadcast.leave(self.chat_id, self)
         if self.watch is not None:
             await self.watch.stop()
-
-
-class InboxConsumer(Relay):
-    """``/ws/inbox/``: a user's open prompts, re-rendered for them when one opens or closes."""
-
-    groups_joined: list[str]
-    rendering: asyncio.Task[None] | None = None
-
-    async def connect(self) -> None:
-        await self.accept()
-        self.groups_joined = []
-        user = self.scope["user"]
-        if not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to see your inbox")
-            return
-        workspaces = await database_sync_to_async(access.answering_workspaces)(user)
-        names = [groups.INBOX_ALL] if workspaces is None else list(map(groups.inbox, workspaces))
-        for name in names:
-            await self.channel_layer.group_add(name, self.channel_name)
-        self.groups_joined = names
-        self.again = False
-        # What opened or closed between the page's render and joining the groups (or while a
-        # reconnecting socket was away) was announced to nobody: start from a fresh list.
-        await self.inbox_changed({})
-
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        """An inbox takes nothing from the browser: whatever it sends is never even parsed."""
-
-    async def inbox_changed(self, event: dict[str, Any]) -> None:
-        if self.rendering is not None:
-            self.again = True  # one render follows whatever is in flight
-            return
-        self.rendering = asyncio.get_running_loop().create_task(self.refresh())
-
-    async def refresh(self) -> None:
-        try:
-            while True:
-                self.again = False
-                html = await database_sync_to_async(pushes.render_inbox)(self.scope["user"])
-                text = json.dumps({"content": html})
-                if len(text) > settings.PUSH_MAX_BYTES:  # too big to push: the page fetches it
-                    text = json.dumps({"reload": True})
-                await self.send(text_data=text)
-                if not self.again:
-                    return
-        finally:
-            self.rendering = None
-
-    async def disconnect(self, code: int) -> None:
-        """A render in flight ends with the socket (STACK.md G21)."""
-        if self.rendering is not None:
-            self.rendering.cancel()
-        for name in getattr(self, "groups_joined", []):
-            await self.channel_layer.group_discard(name, self.channel_name)
-
-
-class NeedsConsumer(Relay):
-    """``/ws/needs/``: what waits for this person, on every page (``needs.py``): their counts
-    first, then each workspace's as it changes (only where they may answer); on a runs page,
-    once it says which runs it shows, those lines now and every member's run as it changes."""
-
-    groups_joined: list[str]
-    runs_joined = False
-
-    async def connect(self) -> None:
-        await self.accept()
-        self.groups_joined = []
-        user = self.scope["user"]
-        if not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to see what waits for you")
-            return
-        workspaces = await database_sync_to_async(access.answering_workspaces)(user)
-        names = [groups.INBOX_ALL] if workspaces is None else list(map(groups.inbox, workspaces))
-        await self.join([*names, groups.person(user.pk)])
-        # Counted after joining: nothing that changes from here on is missed.
-        await self.send(text_data=await database_sync_to_async(needs.snapshot)(user))
-
-    async def join(self, names: list[str]) -> None:
-        for name in names:
-            await self.channel_layer.group_add(name, self.channel_name)
-        self.groups_joined += names
-
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        """A runs page says which runs it shows; it gets their lines as they are now."""
-        ids = needs.asked_runs(text_data)
-        user = self.scope["user"]
-        if ids is None or not user.is_authenticated:
-            return
-        if not self.runs_joined:
-            self.runs_joined = True
-            workspaces = await database_sync_to_async(needs.member_workspaces)(user)
-            await self.join(
-                [groups.RUNS_ALL] if workspaces is None else list(map(groups.runs, workspaces))
-            )
-        for text in await database_sync_to_async(needs.catch_up)(user, ids):
-            await self.send(text_data=text)
-
-    async def inbox_changed(self, event: dict[str, Any]) -> None:
-        if event.get("needs"):
-            await self.send(text_data=event["needs"])
-
-    async def runs_changed(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=event["text"])
-
-    async def mentions_changed(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=event["text"])
-
-    async def disconnect(self, code: int) -> None:
-        for name in getattr(self, "groups_joined", []):
-            await self.channel_layer.group_discard(name, self.channel_name)

@@ -195,6 +195,14 @@ def waiting_for(user: Any) -> list[Mention]:
     return list(waiting.order_by("-created_at")[:INBOX_MENTIONS])
 
 
+def newest(user: Any) -> Mention | None:
+    """The mention that waits for this person that came last (``waiting_for``'s first)."""
+    if not user.is_authenticated:
+        return None
+    waiting = _waiting(user).select_related("comment__author", "comment__tool__chat")
+    return waiting.order_by("-created_at").first()
+
+
 def waiting_count(user: Any) -> int:
     """How many mentions wait for this person (``waiting_for``'s, uncapped)."""
     return _waiting(user).count() if user.is_authenticated else 0

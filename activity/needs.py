@@ -21,7 +21,9 @@ everyone who receives it; what differs per person is the page's to work out (nee
 
 A needs socket starts from ``snapshot`` (its person's counts, and so their workspaces) and, on a
 runs page, from ``catch_up`` (the lines that page shows): nothing said between the page's render
-and the socket joining its groups is missed.
+and the socket joining its groups is missed. On every heartbeat it joins its groups again, and
+in team mode is sent ``snapshot`` again (``people_consumers.GroupMember``): a restarted Redis
+forgot them, and what it said to nobody meanwhile is put right within a heartbeat.
 """
 
 from __future__ import annotations
@@ -221,10 +223,9 @@ def mentions_texts(user_ids: Iterable[int], announced: bool) -> dict[int, str]:
     has just mentioned them (``announced``), who mentioned them where, to be read out."""
     texts = {}
     for person in get_user_model().objects.filter(pk__in=list(user_ids)):
-        waiting = mentions.waiting_for(person)
         said: dict[str, Any] = {"mentions": mentions.waiting_count(person)}
-        if announced and waiting:
-            newest = waiting[0]
+        newest = mentions.newest(person) if announced else None
+        if newest is not None:
             who = newest.comment.author.get_username() if newest.comment.author else "Someone"
             run = first_line(newest.comment.tool.chat.title, RUN_CHARS) or "an untitled run"
             said["said"] = f"{who} mentioned you in {run}"

@@ -6,13 +6,8 @@ from channels.auth import AuthMiddlewareStack
 from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import path
 
-from activity.consumers import (
-    AgentConsumer,
-    HostConsumer,
-    InboxConsumer,
-    NeedsConsumer,
-    ViewerConsumer,
-)
+from activity.consumers import AgentConsumer, HostConsumer, ViewerConsumer
+from activity.people_consumers import InboxConsumer, NeedsConsumer
 
 websocket_urlpatterns = [
     # Runners send no Origin: they stay outside the Origin check and present a token instead.

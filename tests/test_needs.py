@@ -3,21 +3,25 @@ lines, live — each workspace's only to its own members."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
 
-from activity import needs
+from activity import groups, needs
 from activity.models import AgentToken, Prompt, Workspace
+from activity.people_consumers import GroupMember, NeedsConsumer
 from koruweb.asgi import application
 from tests import factories, frames
+from tests.liveserver import REDIS_URL
 from tests.people import logged_in
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -82,11 +86,12 @@ def answer(person: User, prompt: Prompt) -> int:
 
 
 async def said(socket: WebsocketCommunicator, until: Any, timeout: float = 5) -> dict[str, Any]:
-    """The first message the socket hears for which ``until`` holds."""
-    while True:
-        message: dict[str, Any] = json.loads(await socket.receive_from(timeout=timeout))
-        if until(message):
-            return message
+    """The first message the socket hears for which ``until`` holds, within ``timeout``."""
+    async with asyncio.timeout(timeout):
+        while True:
+            message: dict[str, Any] = json.loads(await socket.receive_from(timeout=timeout))
+            if until(message):
+                return message
 
 
 async def test_a_needs_socket_starts_from_the_count_of_each_workspace_where_its_person_answers(
@@ -229,3 +234,179 @@ def test_a_page_asking_for_lines_is_heard_only_with_a_short_list_of_run_ids():
     for text in ("", "[]", '{"runs": 5}', '{"runs": ["no"]}', "[" * 10_000, None):
         assert needs.asked_runs(text) is None
     assert needs.asked_runs(json.dumps({"runs": [str(uuid.uuid4()) for _ in range(51)]})) is None
+
+
+# --- a Redis restarted under sockets that stay up ---------------------------------------------
+# It forgets every group membership, and a socket's receive may go on without an error: each
+# needs and inbox socket joins its groups again on every heartbeat, and in team mode (Redis) is
+# sent its counts or its list again. Here a membership is dropped from the layer behind the
+# socket's back, as such a restart does.
+
+BEAT = 0.1  # seconds between heartbeats in these tests
+
+
+@pytest.fixture
+def in_memory(settings: Any) -> None:
+    settings.WATCHING_HEARTBEAT_SECONDS = BEAT
+    settings.REDIS_URL = ""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.fixture
+async def on_redis(settings: Any):
+    """Team mode: the Redis channel layer, under a prefix of its own."""
+    settings.WATCHING_HEARTBEAT_SECONDS = BEAT
+    settings.REDIS_URL = REDIS_URL
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "koruweb.layers.RedisLayer",
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, **settings.REDIS_CLIENT}],
+                "prefix": f"koruweb-test-{uuid.uuid4().hex[:8]}",
+                "brpop_timeout": 1,
+            },
+        }
+    }
+    yield
+    layer = get_channel_layer()
+    await layer.flush()
+    await layer.close_pools()
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[GroupMember]:
+    """The needs and inbox consumers that join their groups from here on, in order."""
+    found: list[GroupMember] = []
+    join = GroupMember.join
+
+    async def recorded(self: GroupMember, names: list[str]) -> None:
+        if self not in found:
+            found.append(self)
+        await join(self, names)
+
+    monkeypatch.setattr(GroupMember, "join", recorded)
+    return found
+
+
+async def forgotten(consumer: GroupMember, group: str) -> None:
+    """Redis restarted: it no longer knows the socket is in ``group``, and nobody is told."""
+    await get_channel_layer().group_discard(group, consumer.channel_name)
+
+
+async def back_in(consumer: GroupMember, group: str) -> None:
+    """Until the in-memory layer has the socket in ``group`` again."""
+    layer = get_channel_layer()
+    for _ in range(250):
+        if consumer.channel_name in layer.groups.get(group, {}):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{consumer.channel_name} never joined {group} again")
+
+
+async def test_a_needs_socket_whose_group_was_forgotten_joins_it_again_and_hears_the_next_prompt(
+    acme, acme_approver, in_memory, opened
+):
+    socket = await needs_socket(acme_approver)
+    agent = await runner(await token_of(acme), uuid.uuid4())
+    try:
+        await socket.receive_json_from()  # the counts it starts from
+        [consumer] = opened
+        await forgotten(consumer, groups.inbox(acme.pk))
+        await back_in(consumer, groups.inbox(acme.pk))
+        await send_all(agent, *asking())
+        heard = [await socket.receive_json_from(timeout=5)]
+        while "workspace" not in heard[-1]:
+            heard.append(await socket.receive_json_from(timeout=5))
+        assert heard[-1]["waiting"] == 1
+        assert not [m for m in heard if "counts" in m]  # the in-memory layer forgets nothing
+        assert await socket.receive_nothing(timeout=3 * BEAT)  # so nothing is sent again
+    finally:
+        await agent.disconnect()
+        await socket.disconnect()
+
+
+async def test_in_team_mode_a_needs_socket_is_sent_its_counts_again_after_redis_forgot_its_group(
+    acme, acme_approver, on_redis, opened
+):
+    socket = await needs_socket(acme_approver)
+    agent = await runner(await token_of(acme), uuid.uuid4())
+    try:
+        await socket.receive_json_from()  # the counts it starts from
+        [consumer] = opened
+        await forgotten(consumer, groups.inbox(acme.pk))
+        await send_all(agent, *asking())  # its count goes to nobody, or to the group rejoined
+        await said(socket, lambda m: m.get("counts") == {str(acme.pk): 1})
+
+        prompt = await database_sync_to_async(Prompt.objects.get)()
+        assert await database_sync_to_async(answer)(acme_approver, prompt) == 302
+        down = await said(socket, lambda m: m.get("workspace") == str(acme.pk))
+        assert down["waiting"] == 0  # heard through its group, which it is in again
+    finally:
+        await agent.disconnect()
+        await socket.disconnect()
+
+
+async def test_an_inbox_socket_whose_group_was_forgotten_joins_it_again_and_lists_the_next_prompt(
+    acme, acme_approver, in_memory, opened
+):
+    inbox = await needs_socket(acme_approver, "/ws/inbox/")
+    agent = await runner(await token_of(acme), uuid.uuid4())
+    try:
+        assert 'data-count="0"' in (await inbox.receive_json_from(timeout=5))["content"]
+        [consumer] = opened
+        await forgotten(consumer, groups.inbox(acme.pk))
+        await back_in(consumer, groups.inbox(acme.pk))
+        await send_all(agent, *asking())
+        listed = await said(inbox, lambda m: 'data-count="1"' in m["content"])
+        assert "rm -rf build" in listed["content"]
+        assert await inbox.receive_nothing(timeout=3 * BEAT)  # nothing is sent again
+    finally:
+        await agent.disconnect()
+        await inbox.disconnect()
+
+
+async def test_in_team_mode_an_inbox_socket_is_sent_its_list_again_only_when_it_changed(
+    acme, acme_approver, on_redis, opened
+):
+    inbox = await needs_socket(acme_approver, "/ws/inbox/")
+    agent = await runner(await token_of(acme), uuid.uuid4())
+    try:
+        assert 'data-count="0"' in (await inbox.receive_json_from(timeout=5))["content"]
+        [consumer] = opened
+        await forgotten(consumer, groups.inbox(acme.pk))
+        await send_all(agent, *asking())  # announced to nobody, or to the group rejoined
+        listed = await said(inbox, lambda m: 'data-count="1"' in m["content"])
+        assert "rm -rf build" in listed["content"]
+        assert await inbox.receive_nothing(timeout=3 * BEAT)  # the page has it: not again
+    finally:
+        await agent.disconnect()
+        await inbox.disconnect()
+
+
+async def test_the_heartbeats_of_a_needs_socket_end_with_it_even_one_whose_consumer_dies(
+    acme_approver, in_memory, opened, monkeypatch
+):
+    async def broken(self: NeedsConsumer, **_: Any) -> None:
+        raise RuntimeError("a bug in the receive loop")
+
+    closing = await needs_socket(acme_approver)
+    await closing.receive_json_from()
+    await closing.disconnect()
+    monkeypatch.setattr(NeedsConsumer, "receive", broken)
+    dying = await needs_socket(acme_approver)
+    await dying.receive_json_from()
+    await dying.send_to(text_data="anything")
+    with pytest.raises(RuntimeError):
+        await dying.wait(timeout=5)
+    beats = [consumer.beating for consumer in opened]
+    assert len(beats) == 2 and None not in beats
+    await asyncio.wait([beat for beat in beats if beat is not None], timeout=5)
+    assert all(beat is not None and beat.cancelled() for beat in beats)
+
+
+def test_sending_a_person_their_counts_again_reads_the_database_three_times(
+    acme, acme_approver, django_assert_num_queries
+):
+    waiting_run(acme)
+    with django_assert_num_queries(3):
+        assert json.loads(needs.snapshot(acme_approver))["counts"] == {str(acme.pk): 1}

@@ -118,7 +118,7 @@ async def entries(chat_id: uuid.UUID) -> list[str]:
 
 async def closed(*sockets: WebsocketCommunicator) -> None:
     for socket in sockets:
-        await socket.disconnect()
+        await socket.disconnect(timeout=10)  # its consumer done, however busy the machine
 
 
 # --- the sockets -------------------------------------------------------------------------------
@@ -163,10 +163,10 @@ async def test_a_closed_page_leaves_and_a_person_goes_with_their_last_page(
     bobs = [await opened(acme_viewer, chat.pk) for _ in range(2)]
     try:
         await until_listed(alices, ["alice", "bob"])
-        await bobs[0].disconnect()  # returns once the consumer is done: its entry is gone
+        await bobs[0].disconnect(timeout=10)  # returns once the consumer is done: its entry is gone
         assert len(await entries(chat.pk)) == 2
         assert await names(chat.pk) == ["alice", "bob"]  # bob still has a page open
-        await bobs[1].disconnect()
+        await bobs[1].disconnect(timeout=10)
         await until_listed(alices, ["alice"])
         assert await names(chat.pk) == ["alice"] and len(await entries(chat.pk)) == 1
     finally:

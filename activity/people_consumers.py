@@ -1,0 +1,192 @@
+"""The sockets that tell a person what waits for them, on top of ``consumers.Relay``.
+
+``InboxConsumer`` (``/ws/inbox/``) re-renders a person's open prompts when one opens or closes.
+``NeedsConsumer`` (``/ws/needs/``, every page) passes on what waits for a person and, on the
+runs list, each run's line. Both join their groups again on every heartbeat (``GroupMember``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from activity import access, groups, needs, pushes, watching
+from activity.consumers import Relay
+from activity.frames import CLOSE_UNAUTHORIZED
+
+log = logging.getLogger(__name__)
+
+
+class GroupMember(Relay):
+    """A socket that is in channel-layer groups for as long as it is open (the inbox and needs
+    sockets). A restarted Redis forgets every membership, and the socket's receive may go on
+    without an error all the same (one blocking receive serves every channel of a process, and
+    only the coroutine waiting in it is told). So on every heartbeat
+    (``WATCHING_HEARTBEAT_SECONDS``) it joins its groups again, which also renews their
+    ``group_expiry``, and, on Redis, sends its page what it needs to be right again
+    (``resync``): what was said while no group reached it is not missed for longer than a
+    heartbeat. The in-memory layer never forgets a group: nothing is sent again there. A beat
+    that fails is logged and the next one tries again; the beats end with the consumer, however
+    it ends (STACK.md G21)."""
+
+    beating: asyncio.Task[None] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.groups_joined: list[str] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.end_tasks()
+
+    async def join(self, names: list[str]) -> None:
+        for name in names:
+            await self.channel_layer.group_add(name, self.channel_name)
+        self.groups_joined = [*self.groups_joined, *names]
+        if self.beating is None:
+            self.beating = asyncio.get_running_loop().create_task(self.beat())
+
+    async def beat(self) -> None:
+        while True:
+            await asyncio.sleep(watching.heartbeat())
+            try:
+                for name in self.groups_joined:
+                    await self.channel_layer.group_add(name, self.channel_name)
+                if settings.REDIS_URL:
+                    await self.resync()
+            except Exception as fault:  # Redis or the database away: the next beat
+                log.warning("a %s missed a heartbeat: %r", type(self).__name__, fault)
+
+    async def resync(self) -> None:
+        """Send the page what brings it back to the truth after its groups were forgotten."""
+
+    def end_tasks(self) -> None:
+        if self.beating is not None:
+            self.beating.cancel()
+
+    async def disconnect(self, code: int) -> None:
+        self.end_tasks()
+        for name in self.groups_joined:
+            await self.channel_layer.group_discard(name, self.channel_name)
+
+
+class InboxConsumer(GroupMember):
+    """``/ws/inbox/``: a user's open prompts, re-rendered for them when one opens or closes,
+    and on a heartbeat in team mode when the list is no longer what the page was sent last."""
+
+    rendering: asyncio.Task[None] | None = None
+    again = False  # something changed while a render was in flight: one more follows
+    shown = b""  # a digest of the list the page was sent last
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to see your inbox")
+            return
+        workspaces = await database_sync_to_async(access.answering_workspaces)(user)
+        await self.join(
+            [groups.INBOX_ALL] if workspaces is None else list(map(groups.inbox, workspaces))
+        )
+        # What opened or closed between the page's render and joining the groups (or while a
+        # reconnecting socket was away) was announced to nobody: start from a fresh list.
+        await self.inbox_changed({})
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """An inbox takes nothing from the browser: whatever it sends is never even parsed."""
+
+    async def inbox_changed(self, event: dict[str, Any]) -> None:
+        if self.rendering is not None:
+            self.again = True  # one render follows whatever is in flight
+            return
+        self.rendering = asyncio.get_running_loop().create_task(self.refresh())
+
+    async def resync(self) -> None:
+        """The list as it is now, unless the page has it already (one read, one render)."""
+        if self.rendering is not None:
+            self.again = True
+            return
+        self.rendering = asyncio.get_running_loop().create_task(self.refresh(unless_shown=True))
+        await self.rendering  # a render that fails is the beat's to log
+
+    async def refresh(self, unless_shown: bool = False) -> None:
+        try:
+            while True:
+                self.again = False
+                html = await database_sync_to_async(pushes.render_inbox)(self.scope["user"])
+                digest = hashlib.blake2b(html.encode(), digest_size=16).digest()
+                if not (unless_shown and digest == self.shown):
+                    text = json.dumps({"content": html})
+                    if len(text) > settings.PUSH_MAX_BYTES:  # too big to push: the page fetches it
+                        text = json.dumps({"reload": True})
+                    await self.send(text_data=text)
+                    self.shown = digest
+                unless_shown = False
+                if not self.again:
+                    return
+        finally:
+            self.rendering = None
+
+    async def disconnect(self, code: int) -> None:
+        """A render in flight ends with the socket (STACK.md G21)."""
+        if self.rendering is not None:
+            self.rendering.cancel()
+        await super().disconnect(code)
+
+
+class NeedsConsumer(GroupMember):
+    """``/ws/needs/``: what waits for this person, on every page (``needs.py``): their counts
+    first, then each workspace's as it changes (only where they may answer); on a runs page,
+    once it says which runs it shows, those lines now and every member's run as it changes.
+    On a heartbeat in team mode it is sent its counts again (``resync``), never the lines."""
+
+    runs_joined = False
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to see what waits for you")
+            return
+        workspaces = await database_sync_to_async(access.answering_workspaces)(user)
+        names = [groups.INBOX_ALL] if workspaces is None else list(map(groups.inbox, workspaces))
+        await self.join([*names, groups.person(user.pk)])
+        # Counted after joining: nothing that changes from here on is missed.
+        await self.send(text_data=await database_sync_to_async(needs.snapshot)(user))
+
+    async def resync(self) -> None:
+        """The counts as they are now, which needs.js takes as the truth (three reads)."""
+        await self.send(text_data=await database_sync_to_async(needs.snapshot)(self.scope["user"]))
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """A runs page says which runs it shows; it gets their lines as they are now."""
+        ids = needs.asked_runs(text_data)
+        user = self.scope["user"]
+        if ids is None or not user.is_authenticated:
+            return
+        if not self.runs_joined:
+            self.runs_joined = True
+            workspaces = await database_sync_to_async(needs.member_workspaces)(user)
+            await self.join(
+                [groups.RUNS_ALL] if workspaces is None else list(map(groups.runs, workspaces))
+            )
+        for text in await database_sync_to_async(needs.catch_up)(user, ids):
+            await self.send(text_data=text)
+
+    async def inbox_changed(self, event: dict[str, Any]) -> None:
+        if event.get("needs"):
+            await self.send(text_data=event["needs"])
+
+    async def runs_changed(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["text"])
+
+    async def mentions_changed(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["text"])
