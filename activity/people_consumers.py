@@ -114,22 +114,22 @@ class InboxConsumer(GroupMember):
         if self.rendering is not None:
             self.again = True
             return
-        self.rendering = asyncio.get_running_loop().create_task(self.refresh(unless_shown=True))
+        self.rendering = asyncio.get_running_loop().create_task(self.refresh())
         await self.rendering  # a render that fails is the beat's to log
 
-    async def refresh(self, unless_shown: bool = False) -> None:
+    async def refresh(self) -> None:
+        """Send the list as it is now, unless it is what the page was sent last."""
         try:
             while True:
                 self.again = False
                 html = await database_sync_to_async(pushes.render_inbox)(self.scope["user"])
                 digest = hashlib.blake2b(html.encode(), digest_size=16).digest()
-                if not (unless_shown and digest == self.shown):
+                if digest != self.shown:
                     text = json.dumps({"content": html})
                     if len(text) > settings.PUSH_MAX_BYTES:  # too big to push: the page fetches it
                         text = json.dumps({"reload": True})
                     await self.send(text_data=text)
                     self.shown = digest
-                unless_shown = False
                 if not self.again:
                     return
         finally:

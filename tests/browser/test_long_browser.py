@@ -122,6 +122,7 @@ def test_a_ten_thousand_call_timeline_has_a_labelled_axis_visible_marks_and_zoom
         marks = plot_marks(page)
         assert 55 <= marks.count() <= 70  # one mark a call now
         if size == "desktop":  # dragging across a lane zooms further in
+            page.wait_for_load_state("load")  # timeline.js (deferred) listens from here
             lane = figure.locator(".tl-plot").nth(1).bounding_box()
             assert lane is not None
             y = lane["y"] + lane["height"] / 2
