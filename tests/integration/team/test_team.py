@@ -16,12 +16,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import redis
-from django.conf import settings
 from playwright.sync_api import Page, expect
 from websockets.exceptions import ConnectionClosed
 
-from activity import groups
 from tests.browser.helpers import open_chat, reload_marker, watch
 from tests.integration.team.helpers import (
     APPROVER,
@@ -248,34 +245,6 @@ def test_redis_restarted_mid_turn_loses_nothing_and_pages_and_answers_go_on(team
     expect_raw_run_whole(team.visitor.export(run.chat_id, team.b.url), chat, burst)
     expect_page_equals_a_fresh_one(page, team, run.chat_id)
     assert same_page(), f"the page was reloaded\n{err}"
-
-
-def test_an_open_page_whose_pushes_redis_lost_without_a_disconnect_catches_up_in_a_heartbeat(
-    team,
-):
-    """A Redis restarted under sockets that stayed up (its blocking receive told only one
-    coroutine of each process) has forgotten the chat's group: every push to it is lost. The
-    open page's room joins the group again on its heartbeat and tells the page the chat's
-    version, and the page catches up."""
-    run = sdk(team.a.ws_url, team.token, "permission")
-    prompt: str = until(
-        "the prompt is open", lambda: team.visitor.chat(run.chat_id, team.b.url).awaiting
-    )[0]
-    forgetful = redis.Redis.from_url(team.redis.location)
-    group = f"asgi:group:{groups.chat(run.chat_id)}"  # channels_redis's key of the group
-    with Viewer(team.b.ws_url, team.b.url, team.visitor, run.chat_id) as viewer:
-        viewer.drain()  # the catch-up: the page is now where the server is
-        assert forgetful.delete(group) == 1
-        answered = team.visitor.answer(prompt, "allow-once", team.b.url)
-        assert answered.status == 200, answered
-        finished(run)
-        final = team.visitor.chat(run.chat_id, team.b.url).version
-        until(
-            f"the open page at the run's last version, {final}",
-            lambda: viewer.drain(0.2) >= final,
-            within=2 * settings.WATCHING_HEARTBEAT_SECONDS + 10,
-        )
-        assert forgetful.zcard(group) == 1  # the page's room is in the group again
 
 
 # The database's faults last: a server whose pooled connections were ended can stay slow for
