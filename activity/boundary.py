@@ -9,10 +9,11 @@
   number refuses the frame and a free-form one (a tool's raw input) keeps the rest;
 - no secret of a known shape (``secrets.mask``: API keys, tokens, private keys, ``KEY=value``
   lines) in any string of a frame that carries what an agent says or does (``acp``,
-  ``turn_started``, ``prompt_outcome``, ``turn_ended``), before anything stores, indexes or
-  pushes it. Masks keep byte sizes. Not masked: the hello (its secret is the runner's proof)
-  and the identifiers echoed back to the agent — a JSON-RPC request's ``id``, a frame's
-  ``request_id`` and any ``optionId`` — which the answer must repeat exactly;
+  ``turn_started``, ``prompt_outcome``, ``turn_ended``), keys and ids included, before
+  anything stores, indexes or pushes it. Masks keep byte sizes. Not masked: the hello (its
+  secret is the runner's proof). No id needs to pass unmasked: the ids an answer repeats (a
+  request's, an option's) are the runner's opaque ones, never the agent's (issue 22,
+  ``activity/runner/ids.py``), and to the server an id is an opaque string like any other;
 - nesting bounded to ``MAX_DEPTH``: deeper JSON is refused, and JSON nested too deep for the
   parser itself (10,000 levels) is refused instead of raising ``RecursionError``.
 
@@ -32,7 +33,6 @@ from activity.secrets import mask
 
 MAX_DEPTH = 64  # levels of arrays and objects in one frame; real ACP messages use a dozen
 MASKED_TYPES = frozenset({"acp", "turn_started", "prompt_outcome", "turn_ended"})
-ECHOED = frozenset({"optionId"})  # identifiers the answer repeats to the agent, at any depth
 
 
 class Unreadable(ValueError):
@@ -67,27 +67,19 @@ def load(text: str) -> Any:
         error.seq = seq_of(raw)
         error.from_agent = isinstance(raw, dict) and raw.get("type") == "acp"
         raise
-    if masked:  # the request ids the answer repeats, as the agent sent them
-        if "request_id" in raw:
-            loaded["request_id"] = clean(raw["request_id"], MAX_DEPTH)
-        message = raw.get("message")
-        if isinstance(message, dict) and "id" in message and isinstance(loaded["message"], dict):
-            loaded["message"]["id"] = clean(message["id"], MAX_DEPTH)
     return loaded
 
 
 def clean(value: Any, depth: int, *, masked: bool = False) -> Any:
-    """``value`` with every string cleaned (and, if ``masked``, its secrets masked, except
-    under an ``ECHOED`` key); raises ``Unreadable`` below ``depth`` levels."""
+    """``value`` with every string cleaned (and, if ``masked``, its secrets masked); raises
+    ``Unreadable`` below ``depth`` levels."""
     if isinstance(value, str):
         return mask(clean_text(value)) if masked else clean_text(value)
     if isinstance(value, dict):
         if depth <= 0:
             raise Unreadable(f"a frame is nested deeper than {MAX_DEPTH} levels")
         return {
-            clean(key, depth, masked=masked): clean(
-                item, depth - 1, masked=masked and key not in ECHOED
-            )
+            clean(key, depth, masked=masked): clean(item, depth - 1, masked=masked)
             for key, item in value.items()
         }
     if isinstance(value, list):

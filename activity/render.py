@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from activity.protocol import ContentBlock, Location, ToolCallContent
+from activity.secrets import mask, mask_junction
 
 PATH_KEYS = ("file_path", "path", "notebook_path", "abs_path", "source", "destination")
 PATH_KINDS = frozenset({"read", "edit", "delete", "move"})
@@ -103,8 +104,43 @@ def render_content_item(item: ToolCallContent) -> str:
             return f"[{other} content]"
 
 
+# What of the text before a block is passed to ``mask_junction`` with it: enough for a masked
+# token it ends with (``secrets.mask_junction`` looks 200 characters back), little enough that
+# an output of many blocks is joined in linear time.
+SEAM_CHARS = 256
+
+
 def render_content(items: Iterable[ToolCallContent]) -> str:
-    return "\n".join(text for text in map(render_content_item, items) if text)
+    """The blocks' texts, one a line, with a secret split between blocks masked (issue 22).
+
+    Each string was masked alone at the boundary (``activity/boundary.py``), so a key split
+    across two blocks would show the half that alone looks like nothing. The blocks are masked
+    together, as a reply's chunks are: first all of them joined without a separator (a secret
+    whole across blocks, a private key's block), then each with the text before it
+    (``mask_junction``: a token the boundary masked, continued in the next block). Masks keep
+    byte sizes, so ``result_bytes`` stays the size of what the agent sent.
+    """
+    texts = [text for text in map(render_content_item, items) if text]
+    return "\n".join(_masked_across(texts) if len(texts) > 1 else texts)
+
+
+def _masked_across(texts: list[str]) -> list[str]:
+    sizes = [len(text.encode("utf-8", "surrogatepass")) for text in texts]
+    joined = "".join(texts)
+    masked = mask(joined)
+    if masked != joined:  # split back by bytes: masks keep them, so no character is cut
+        raw, at, texts = masked.encode("utf-8", "surrogatepass"), 0, []
+        for size in sizes:
+            texts.append(raw[at : at + size].decode("utf-8", "surrogatepass"))
+            at += size
+    seamed = texts[:1]
+    before = texts[0][-SEAM_CHARS:]
+    for text in texts[1:]:
+        if before.endswith("*"):  # a mask's stars (secrets.py): a token that may continue
+            _, text = mask_junction(before, text)
+        seamed.append(text)
+        before = (before + text)[-SEAM_CHARS:]
+    return seamed
 
 
 # Where agents put a command's output in ``rawOutput`` (codex-acp: ``aggregated_output`` is stdout

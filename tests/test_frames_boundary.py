@@ -68,3 +68,21 @@ def test_a_seq_that_no_chat_can_reach_is_no_seq_to_acknowledge(seq):
 
 def test_the_largest_seq_a_column_holds_is_one():
     assert seq_of({"seq": BIGINT_MAX}) == BIGINT_MAX
+
+
+def test_an_id_an_agent_controls_is_masked_like_any_other_string_of_its_frame():
+    """The runner forwards its own opaque ids (activity/runner/ids.py): the server keeps no
+    agent id unmasked, not even one an answer repeats."""
+    key = "sk-ant-api03-" + "Jx3kP9vQ2mW7zR5tY1uN8bC4dF6gH0jLa2s4d6f8"
+    token = "ghp_" + "Jx3kP9vQ2mW7zR5tY1uN8bC4dF6gH0jLa2s4"
+    asked = frames.permission(2, 1, "c1", "Run it")
+    asked["message"]["id"] = token
+    asked["message"]["params"]["options"][0]["optionId"] = key
+    told = frames.outcome(3, 1, key) | {"request_id": token}
+    loaded = [boundary.load(json.dumps(frame)) for frame in (asked, told)]
+    assert key not in json.dumps(loaded) and token not in json.dumps(loaded)
+    assert loaded[0]["message"]["id"] == loaded[1]["request_id"] == "ghp_" + "*" * 36
+    masked_key = "sk-ant-api03-" + "*" * 40
+    assert loaded[0]["message"]["params"]["options"][0]["optionId"] == masked_key
+    assert loaded[1]["outcome"]["optionId"] == masked_key
+    assert loaded[0]["message"]["params"]["options"][1]["optionId"] == "reject"  # plain ids stay

@@ -34,7 +34,7 @@ from activity.runner.web import NOT_ALLOWED, NOT_RUNNING, Web
 
 AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "sdk_agent.py")]
 WITHIN = 30.0  # a runner that has not got there by then never will: fail rather than hang
-ALLOW = {"outcome": "selected", "optionId": "allow-once"}
+ALLOW = {"outcome": "selected", "optionId": "o0"}  # the runner's id for the first option
 
 
 class Koru:

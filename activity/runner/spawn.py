@@ -90,7 +90,9 @@ async def relay(
                 if not isinstance(item, dict):
                     warn(f"the agent sent a JSON-RPC message that is not an object: {item!r:.80}")
                 elif isinstance(item.get("id"), list | dict):  # the SDK's reader would stop on it
-                    warn(f"the agent sent a message whose id is no JSON-RPC id: {item['id']!r:.80}")
+                    # Not the id itself: an agent's ids are never shown (ids.py).
+                    shape = "a list" if isinstance(item["id"], list) else "an object"
+                    warn(f"the agent sent a message whose id is {shape}, no JSON-RPC id; skipped")
                 elif item is message:
                     sink.feed_data(line if line.endswith(b"\n") else line + b"\n")
                 else:  # one message of a JSON-RPC batch

@@ -6,7 +6,8 @@ drop is lost (ACP.md §7.3) — except a ``session/cancel``, which only a client
 would take it for the runner's own. Requests the agent blocks on —
 ``session/request_permission`` and ``elicitation/create`` — stay open in the live turn table
 until the server sends an answer, or the turn is cancelled; several can be open at once, keyed
-by their JSON-RPC id.
+by the number the runner forwarded them under: the agent's own ids never reach the server
+(``ids.py``), and an answer names the runner's opaque ids.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from activity.frames import Acp, PromptOutcome
 from activity.prompts import META_CWD
+from activity.runner.ids import AgentIds
 from activity.runner.link import say
 from activity.runner.outbox import Outbox
 
@@ -57,7 +59,8 @@ class TurnTable:
     def __init__(self, outbox: Outbox, cwd: str | None = None) -> None:
         self.outbox = outbox
         self.cwd = cwd  # the session's directory, where the agent's commands run
-        self.arrived: dict[str, deque[str | int]] = defaultdict(deque)  # ids, by method
+        self.ids = AgentIds()  # the agent's ids, kept here; the server sees opaque ones
+        self.arrived: dict[str, deque[int]] = defaultdict(deque)  # requests, by method
         self.waiting: dict[str | int, asyncio.Future[dict[str, Any]]] = {}
         self.early: dict[str | int, dict[str, Any]] = {}  # answers that beat their handler
 
@@ -76,8 +79,9 @@ class TurnTable:
             return
         if method == "session/request_permission" and self.cwd:
             message = with_cwd(message, self.cwd)
+        message, request_id = self.ids.forward(message)
         seq = self.outbox.add(Acp, message=message)
-        if "id" not in message:
+        if request_id is None:
             if method not in SERVED and not str(method).startswith("_"):
                 say(f"the agent sent {str(method)[:80]!r}, which koruweb does not understand")
                 self.outbox.reported.add(seq)
@@ -86,10 +90,11 @@ class TurnTable:
             say(f"the agent asked for {str(method)[:80]!r}, which koruweb does not serve")
             self.outbox.reported.add(seq)
         elif method in BLOCKING:
-            if self.valid(method, message.get("params")):
-                self.arrived[method].append(message["id"])
-            else:
-                self.outbox.reported.add(seq)
+            if self.valid(method, event.message.get("params")):
+                self.arrived[method].append(request_id)
+                return
+            self.outbox.reported.add(seq)
+        self.ids.forget(request_id)  # no handler will wait for an answer to it
 
     def valid(self, method: str, params: Any) -> bool:
         """Whether the SDK will start this request's handler (it answers the others itself)."""
@@ -103,9 +108,7 @@ class TurnTable:
             return False
         return True
 
-    async def wait(
-        self, method: str, cancelled: dict[str, Any]
-    ) -> tuple[str | int, dict[str, Any]]:
+    async def wait(self, method: str, cancelled: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Wait for the answer to the oldest request of ``method`` whose handler started.
 
         Handlers start in the order their requests were read, so the oldest id is this one.
@@ -128,13 +131,16 @@ class TurnTable:
             self.waiting.pop(request_id, None)
         return request_id, outcome
 
-    def told(self, request_id: str | int, outcome: dict[str, Any]) -> None:
-        """Record what the agent is told, before the response goes out. An answer's content
-        is never recorded: it may be secret, and it only ever lives in memory."""
+    def told(self, request_id: int, outcome: dict[str, Any]) -> None:
+        """Record what the agent is told (in the opaque ids the server knows), before the
+        response goes out. An answer's content is never recorded: it may be secret, and it
+        only ever lives in memory."""
         recorded = {key: value for key, value in outcome.items() if key != "content"}
+        self.ids.forget(request_id)
         self.outbox.add(PromptOutcome, request_id=request_id, outcome=recorded)
 
     def answer(self, request_id: str | int, outcome: dict[str, Any]) -> None:
+        """The server's answer to request ``request_id`` (the runner's number for it)."""
         future = self.waiting.get(request_id)
         if future is None:
             self.early[request_id] = outcome
@@ -196,9 +202,11 @@ class RunnerClient:
             "session/request_permission", CANCELLED_PERMISSION
         )
         offered = {option.option_id for option in options}
-        if outcome.get("outcome") == "selected" and outcome.get("optionId") in offered:
-            self.table.told(request_id, {"outcome": "selected", "optionId": outcome["optionId"]})
-            chosen = AllowedOutcome(outcome="selected", option_id=outcome["optionId"])
+        picked = outcome.get("optionId") if outcome.get("outcome") == "selected" else None
+        own = self.table.ids.option(request_id, picked)  # the agent's id for the server's
+        if isinstance(own, str) and own in offered:
+            self.table.told(request_id, {"outcome": "selected", "optionId": picked})
+            chosen = AllowedOutcome(outcome="selected", option_id=own)
             return RequestPermissionResponse(outcome=chosen)
         self.table.told(request_id, CANCELLED_PERMISSION)
         return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))

@@ -111,7 +111,7 @@ class Person:
 
     def allow(self, prompt: Prompt) -> None:
         """Allow the agent's permission request: kept, and sent to the runner when it is back."""
-        status, said = self.post(f"/prompts/{prompt.pk}/answer", choice="allow-once")
+        status, said = self.post(f"/prompts/{prompt.pk}/answer", choice="o0")  # "Allow once"
         assert status == 302, said
 
 

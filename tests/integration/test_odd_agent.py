@@ -269,7 +269,7 @@ BLOCKING = [
         {"sessionId": "odd-1", "options": "allow"},
         {"sessionId": "odd-1", "toolCall": CALL, "options": OPTIONS},
         "Delete build/",
-        {"outcome": "selected", "optionId": "reject"},
+        {"outcome": "selected", "optionId": "o1"},  # the runner's id for "reject"
         {"outcome": {"outcome": "selected", "optionId": "reject"}},
     ),
     (
@@ -296,7 +296,7 @@ def test_a_malformed_request_for_a_person_does_not_take_the_place_of_the_valid_o
     run = odd_run(server, token, tmp_path, lines)
     prompt = open_prompt(run.chat_id)
     kept = prompt.tool.agent_summary if prompt.tool else prompt.summary  # kept once
-    assert prompt.jsonrpc_id == "p-42" and kept == asked
+    assert prompt.jsonrpc_id == 2 and kept == asked  # the runner's number for "p-42"
     answer(run.chat_id, prompt.jsonrpc_id, chosen)
     code, err = run.finish()
     assert code == 0, err

@@ -177,15 +177,19 @@ def test_a_turn_of_the_sdk_agent_becomes_rows_a_plan_and_a_reply(server, token):
 
 
 @pytest.mark.parametrize(
-    ("choice", "status", "approval"),
-    [("allow-once", "completed", "approved"), ("reject", "failed", "denied")],
+    ("choice", "heard", "status", "approval"),
+    [("o0", "allow-once", "completed", "approved"), ("o1", "reject", "failed", "denied")],
 )
 def test_a_permission_waits_for_the_web_and_the_agent_goes_on(
-    server, token, choice, status, approval
+    server, token, choice, heard, status, approval
 ):
     run = sdk("permission", server, token)
     prompt = open_prompt(run.chat_id)
-    assert [c["id"] for c in prompt.choices] == ["allow-once", "reject"]
+    # The runner's ids for the agent's options, in its order (activity/runner/ids.py).
+    assert [(c["id"], c["label"]) for c in prompt.choices] == [
+        ("o0", "Allow once"),
+        ("o1", "Reject"),
+    ]
     answer(run.chat_id, prompt.jsonrpc_id, {"outcome": "selected", "optionId": choice})
     code, err = run.finish()
     assert code == 0, err
@@ -195,7 +199,7 @@ def test_a_permission_waits_for_the_web_and_the_agent_goes_on(
         assert row.error_code == "permission_denied"
     prompt.refresh_from_db()
     assert prompt.outcome == approval and prompt.closed_at is not None
-    assert last_turn(run.chat_id).reply.markdown == f"Permission outcome: {choice}"
+    assert last_turn(run.chat_id).reply.markdown == f"Permission outcome: {heard}"
 
 
 def test_a_question_is_answered_with_free_text_in_its_other_box(server, token):
@@ -248,7 +252,7 @@ def raw_run(server: Server, token: str) -> Run:
 def test_the_raw_agents_quirks_and_a_two_thousand_update_burst_land_as_the_rules_say(server, token):
     run = raw_run(server, token)
     prompt = open_prompt(run.chat_id)
-    answer(run.chat_id, prompt.jsonrpc_id, {"outcome": "selected", "optionId": "allow-once"})
+    answer(run.chat_id, prompt.jsonrpc_id, {"outcome": "selected", "optionId": "o0"})
     code, err = run.finish()
     assert code == 0, err
     raw_expectations(run.chat_id)
@@ -257,7 +261,7 @@ def test_the_raw_agents_quirks_and_a_two_thousand_update_burst_land_as_the_rules
 def test_a_server_killed_mid_turn_loses_nothing_and_doubles_nothing(server, token):
     run = raw_run(server, token)
     prompt = open_prompt(run.chat_id)
-    answer(run.chat_id, prompt.jsonrpc_id, {"outcome": "selected", "optionId": "allow-once"})
+    answer(run.chat_id, prompt.jsonrpc_id, {"outcome": "selected", "optionId": "o0"})
     eventually(lambda: ToolActivity.objects.filter(chat_id=run.chat_id).count() > 4, within=10)
     server.kill()  # mid-burst: some frames committed, some in flight, some not yet sent
     time.sleep(0.5)

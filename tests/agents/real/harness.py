@@ -24,6 +24,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.liveserver import BASE_DIR, child_env
 
@@ -197,3 +198,11 @@ class WebUser:
         status, text = self.post(f"/prompts/{prompt_id}/answer", fields)
         assert status == 200 and "sent" in text, f"the answer was refused ({status}): {text}"
         return text
+
+    def choose(self, prompt: Any, intent: str) -> str:
+        """Answer a permission prompt with its option of ``intent`` (``allow_once``, …): the
+        server knows the runner's ids for the agent's options, never the agent's own
+        (activity/runner/ids.py)."""
+        return self.answer(
+            prompt.pk, choice=next(c["id"] for c in prompt.choices if c["intent"] == intent)
+        )

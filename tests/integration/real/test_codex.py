@@ -54,7 +54,9 @@ PATCH = """*** Begin Patch
 -    return "Hello " + name
 +    return f"Hello, {name}!"
 *** End Patch"""
-ALLOW, ALWAYS, ABORT = "approved", "approved-execpolicy-amendment", "abort"
+# The intents of codex's options approved, approved-execpolicy-amendment and abort: the server
+# knows the runner's ids for them, not codex's own (activity/runner/ids.py).
+ALLOW, ALWAYS, ABORT = "allow_once", "allow_always", "reject_once"
 ROW = (
     "tool_name",
     "agent_label",
@@ -285,8 +287,8 @@ def test_a_person_allows_rejects_and_always_allows_codex_commands_from_the_web(
             Say("Written."),
         )
         prompt = asked(run)
-        assert [c["id"] for c in prompt.choices] == [ALLOW, ALWAYS, ABORT]
-        approver.answer(prompt.pk, choice=ALLOW)
+        assert [c["intent"] for c in prompt.choices] == [ALLOW, ALWAYS, ABORT]
+        approver.choose(prompt, ALLOW)
         turn = ended(run, tag)
         row = only_row(turn)
         assert row_fields(row) == {
@@ -317,7 +319,7 @@ def test_a_person_allows_rejects_and_always_allows_codex_commands_from_the_web(
             Say("Never said."),
         )
         prompt = asked(run)
-        approver.answer(prompt.pk, choice=ABORT)
+        approver.choose(prompt, ABORT)
         turn = ended(run, tag)
         row = only_row(turn)
         assert not (project / "rejected.txt").exists()
@@ -343,9 +345,9 @@ def test_a_person_allows_rejects_and_always_allows_codex_commands_from_the_web(
             Say("Touched both."),
         )
         prompt = asked(run)
-        always = next(c for c in prompt.choices if c["id"] == ALWAYS)
+        always = next(c for c in prompt.choices if c["intent"] == ALWAYS)
         assert "`touch`" in always["label"], always
-        approver.answer(prompt.pk, choice=ALWAYS)
+        approver.choose(prompt, ALWAYS)
         turn = ended(run, tag)
         first, second = rows(turn)
         assert (first.status, first.approval) == ("completed", "approved")

@@ -32,7 +32,9 @@ from tests.agents.real.harness import RealRun, WebUser, eventually
 pytestmark = pytest.mark.django_db(transaction=True)
 
 GREET = 'def greet(name):\n    return "Hello " + name\n'
-ALLOW_ONCE, ALLOW_ALWAYS, REJECT = "proceed_once", "proceed_always", "cancel"
+# The intents of gemini's options proceed_once, proceed_always and cancel: the server knows the
+# runner's ids for them, not gemini's own (activity/runner/ids.py).
+ALLOW_ONCE, ALLOW_ALWAYS, REJECT = "allow_once", "allow_always", "reject_once"
 
 
 def start(start_agent: StartAgent) -> RealRun:
@@ -152,16 +154,16 @@ def test_an_edit_allowed_from_the_web_changes_the_file_and_shows_its_diff_and_a_
     tag = fake_models.script(edit, Say("Greeting changed."))
     run.send(f"Make the greeting casual {tag}")
     prompt = asked(run)
-    assert [(c["id"], c["label"], c["intent"]) for c in prompt.choices] == [
-        (ALLOW_ALWAYS, "Allow for this session", "allow_always"),
-        (ALLOW_ONCE, "Allow", "allow_once"),
-        (REJECT, "Reject", "reject_once"),
+    assert [(c["label"], c["intent"]) for c in prompt.choices] == [
+        ("Allow for this session", ALLOW_ALWAYS),
+        ("Allow", ALLOW_ONCE),
+        ("Reject", REJECT),
     ]
     waiting = prompt.tool  # gemini's request is the first sight of the call: it made the row
     assert waiting is not None
     assert (waiting.status, waiting.approval) == ("proposed", "pending")
     assert (project / "greet.py").read_text() == GREET  # nothing happens before the answer
-    approver.answer(prompt.pk, choice=ALLOW_ONCE)
+    approver.choose(prompt, ALLOW_ONCE)
     allowed = turn(run, 1)
 
     assert (project / "greet.py").read_text() == 'def greet(name):\n    return "Hi " + name\n'
@@ -189,7 +191,7 @@ def test_an_edit_allowed_from_the_web_changes_the_file_and_shows_its_diff_and_a_
     )
     tag2 = fake_models.script(again, Say("Left as it was."))
     run.send(f"Make it even more casual {tag2}")
-    approver.answer(asked(run).pk, choice=REJECT)
+    approver.choose(asked(run), REJECT)
     rejected = turn(run, 2)
 
     assert (project / "greet.py").read_text() == 'def greet(name):\n    return "Hi " + name\n'
@@ -219,9 +221,9 @@ def test_a_command_or_an_edit_allowed_for_the_session_runs_and_the_next_one_runs
     tag = fake_models.script(touch, Say("Made it."))
     run.send(f"Make a file {tag}")
     prompt = asked(run)
-    assert [c["id"] for c in prompt.choices] == [ALLOW_ALWAYS, ALLOW_ONCE, REJECT]
+    assert [c["intent"] for c in prompt.choices] == [ALLOW_ALWAYS, ALLOW_ONCE, REJECT]
     assert not (project / "made.txt").exists()
-    approver.answer(prompt.pk, choice=ALLOW_ALWAYS)
+    approver.choose(prompt, ALLOW_ALWAYS)
     first = turn(run, 1)
     assert (project / "made.txt").exists()
     row = only_row(first)
@@ -259,7 +261,7 @@ def test_a_command_or_an_edit_allowed_for_the_session_runs_and_the_next_one_runs
         },
     )
     run.send(f"Make the greeting casual {fake_models.script(edit, Say('Changed.'))}")
-    approver.answer(asked(run).pk, choice=ALLOW_ALWAYS)
+    approver.choose(asked(run), ALLOW_ALWAYS)
     turn(run, 3)
     assert 'return "Hi " + name' in (project / "greet.py").read_text()
     notes = Call(
@@ -293,7 +295,7 @@ def test_a_todo_list_gemini_writes_is_a_row_of_its_own_and_no_plan(
     tag = fake_models.script(write, Say("Planned."))
     run.send(f"Plan the work {tag}")
     # gemini asks before it writes its todo list (a tool of kind "other").
-    approver.answer(asked(run).pk, choice=ALLOW_ONCE)
+    approver.choose(asked(run), ALLOW_ONCE)
     planned = turn(run, 1)
     row = only_row(planned)
     assert (row.tool_name, row.agent_kind, row.read_only) == ("other", "other", False)
@@ -330,7 +332,7 @@ def test_ctrl_c_cancels_a_long_command_the_runner_goes_on_and_a_second_ctrl_c_qu
     sleep = Call("run_shell_command", {"command": "sleep 30", "description": "Wait a while"})
     tag = fake_models.script(sleep, Say("Waited."))
     run.send(f"Wait half a minute {tag}")
-    approver.answer(asked(run).pk, choice=ALLOW_ONCE)
+    approver.choose(asked(run), ALLOW_ONCE)
     eventually(
         lambda: ToolActivity.objects.filter(chat_id=run.chat_id, approval="approved").first(),
         what="the command to be allowed",

@@ -188,7 +188,7 @@ def test_sockets_idle_longer_than_the_redis_timeouts_stay_up(team):
             raise AssertionError(f"the idle viewer's socket was closed: {closed}") from None
         version = viewer.version
 
-        answered = team.visitor.answer(prompt, "allow-once", team.b.url)
+        answered = team.visitor.answer(prompt, "o0", team.b.url)  # "Allow once"
         assert answered.status == 200, answered
         until("the viewer's next push", lambda: viewer.receive(1) and viewer.version > version)
     err = finished(run)
@@ -275,7 +275,7 @@ def test_database_sessions_ended_mid_burst_lose_nothing_and_no_page_fails(team):
     ]
     loads: list[tuple[str, int]] = []
     with Viewer(team.b.ws_url, team.b.url, visitor, run.chat_id) as viewer:  # a page open on B
-        assert visitor.answer(prompt, "allow-once").status == 200
+        assert visitor.answer(prompt, "o0").status == 200  # "Allow once"
         until("the burst is under way", lambda: burst_under_way(team, run.chat_id, team.a))
         assert run.process.poll() is None, "the runner finished before the database was touched"
         for _ in range(3):  # during the burst
