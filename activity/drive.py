@@ -12,6 +12,10 @@ whether it stays. A person's message is a ``WebPrompt``, delivered like an answe
 3. The turn that runs it (``TurnStarted.web_prompt_id``) makes it ``started`` and records who
    sent the turn. When a turn ends, or the runner refuses a message, the oldest queued message
    becomes ``sent``: the pipeline sends what is ``sent`` after such a batch (``MAY_SEND``).
+4. A message goes to the agent as the person typed it, so it is kept as typed only while it
+   may still go (queued or sent: editable, resent on every hello). Once it can no longer go —
+   its turn started, the runner refused it, a person removed it — the stored text is masked
+   (``secrets.mask``, issue 22), like the turn's prompt the runner reported (``boundary.py``).
 
 A cancel (``frames.WebCancel``) and a mode switch (``frames.WebMode``) go to a connected runner
 at once and are not kept: a runner that is away cannot act on them. The runner's refusal of one
@@ -31,7 +35,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from activity import chats, groups
+from activity import chats, groups, secrets
 from activity.contract import bound
 from activity.frames import (
     WEB_PROMPT_CHARS,
@@ -102,7 +106,8 @@ def turn_started(work: Work, frame: TurnStarted, attempt: InferenceAttempt) -> N
     if prompt is None or prompt.status == Status.STARTED:
         return  # not ours, or started already: the first turn keeps it
     prompt.status, prompt.attempt, prompt.started_at = Status.STARTED, attempt, timezone.now()
-    prompt.save(update_fields=["status", "attempt", "started_at"])
+    prompt.text = secrets.mask(prompt.text)
+    prompt.save(update_fields=["status", "attempt", "started_at", "text"])
     attempt.sent_by_id = prompt.author_id
     work.touch(attempt, "sent_by")
     show(work)
@@ -118,7 +123,8 @@ def refused(work: Work, frame: WebRefused) -> None:
     if prompt is not None:
         if prompt.status in (Status.QUEUED, Status.SENT):
             prompt.status, prompt.refused_reason = Status.REFUSED, frame.reason
-            prompt.save(update_fields=["status", "refused_reason"])
+            prompt.text = secrets.mask(prompt.text)  # it will not go again
+            prompt.save(update_fields=["status", "refused_reason", "text"])
             show(work)
             promote(work)
         return
@@ -245,8 +251,8 @@ def edit(chat_id: uuid.UUID, prompt_id: uuid.UUID, text: str) -> Done:
 def remove(chat_id: uuid.UUID, prompt_id: uuid.UUID) -> Done:
     with chats.change(chat_id) as work:
         prompt = queued(work, prompt_id, Status.QUEUED, Status.REFUSED)
-        prompt.status = Status.REMOVED
-        prompt.save(update_fields=["status"])
+        prompt.status, prompt.text = Status.REMOVED, secrets.mask(prompt.text)
+        prompt.save(update_fields=["status", "text"])
         show(work)
     return Done(work.done, "Removed.")
 

@@ -23,7 +23,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from activity import access, broadcast, chats, dom, filters, mentions, reads, timeline
+from activity import access, broadcast, chats, dom, filters, mentions, reads, secrets, timeline
 from activity.contract import bound
 from activity.models import AgentToken, Chat, Comment, InferenceAttempt, ToolActivity
 from activity.requests import HtmxRequest
@@ -174,10 +174,14 @@ def transcript(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
 
 
 def add_comment(row: ToolActivity, author: Any, text: str) -> ChatChange:
-    """A member's comment on a call: shown under it, live; the members it mentions are told."""
+    """A member's comment on a call: shown under it, live; the members it mentions are told.
+
+    What a person types is masked like what an agent sends (issue 22): a key pasted into a
+    comment would otherwise be kept, pushed, exported and shown to every member. Masked before
+    it is cut, so a cut never leaves the start of a secret too short to be recognised."""
     with chats.change(row.chat_id) as work:
         comment = Comment.objects.create(
-            tool=row, author=author, text=bound(text, COMMENT_CHARS) or ""
+            tool=row, author=author, text=bound(secrets.mask(text), COMMENT_CHARS) or ""
         )
         found = mentions.record(comment, work.chat.workspace_id)
         work.mentioned += [m.user_id for m in found if m.seen_at is None]

@@ -28,6 +28,8 @@ class WebPrompt(models.Model):
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
     )
+    # As typed while it may still go to the agent (queued, sent); masked once it cannot
+    # (started, refused, removed: ``drive.py``, issue 22).
     text = models.TextField()
     status = models.CharField(
         max_length=16, choices=WebPromptStatus.choices, default=WebPromptStatus.QUEUED

@@ -148,7 +148,7 @@ async def test_the_turn_of_a_message_records_who_sent_it_and_the_message_leaves_
     assert turn.sent_by_id == message.author_id
     assert await database_sync_to_async(lambda: turn.sent_by == message.author)()
     shown = await page(as_viewer, run)  # what every member sees
-    assert "from alice, on the web" in shown and "on its way to the agent" not in shown
+    assert "from <bdi>alice</bdi>, on the web" in shown and "on its way to the agent" not in shown
     await run.runner.stop()
 
 
@@ -307,7 +307,7 @@ async def test_cancel_sends_cancel_to_the_runner_and_the_turn_says_who_cancelled
     assert cancel["id"] == str(drive.cancel_id(attempt))
     turn = await database_sync_to_async(InferenceAttempt.objects.get)(pk=attempt)
     assert turn.cancelled_by_id is not None and turn.cancel_asked_at is not None
-    assert "cancel asked by alice" in await page(as_viewer, run)
+    assert "cancel asked by <bdi>alice</bdi>" in await page(as_viewer, run)
     await run.say(lambda seq: frames.turn_ended(seq, attempt, "cancelled"))
     assert "Cancelled by alice" in await page(as_viewer, run)
     late = await post(as_approver, run.url(f"turns/{attempt}/cancel"))
@@ -484,4 +484,80 @@ async def test_what_the_agent_names_its_modes_and_commands_is_shown_as_text(
     run = await connect(token, modes=modes, commands=commands, web_modes=["plan"])
     shown = await page(as_approver, run)
     assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
+    await run.runner.stop()
+
+
+# A key line and a token in the shapes activity/secrets.py masks (issue 22).
+KEY_LINE = "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123"
+KEY = "abcdefghijklmnopqrstuvwxyz0123"
+GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+async def test_a_message_goes_as_typed_and_only_its_mask_is_kept_once_its_turn_started(
+    token,  # noqa: F811
+    as_approver,
+    as_viewer,
+):
+    run = await connect(token)
+    first = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, first, uuid.uuid4()))
+    typed = f"Deploy with\n{KEY_LINE}"
+    await post(as_approver, run.url("messages"), text=typed)
+    [message] = await run.prompts()
+    assert message.status == "queued" and message.text == typed
+    mine = await page(as_approver, run)
+    assert KEY in mine  # queued: its author sees it, and may edit it, as typed
+    assert "Sent to the agent as typed; secrets in it are masked once its turn starts." in mine
+    assert 'aria-describedby="compose-help compose-masked"' in mine
+    await run.say(lambda seq: frames.turn_ended(seq, first))
+    assert [f["text"] for f in await run.reached("prompt")] == [typed]
+    turn = uuid.uuid4()
+    await run.say(lambda seq: web_turn(seq, turn, message))
+    await database_sync_to_async(message.refresh_from_db)()
+    assert message.status == "started"
+    assert message.text == "Deploy with\nOPENAI_API_KEY=" + "*" * 38
+    for person in (as_approver, as_viewer):
+        shown = await page(person, run)
+        assert "OPENAI_API_KEY=*****" in shown and KEY not in shown
+    await run.runner.stop()
+
+
+async def test_a_message_with_a_secret_is_resent_as_typed_on_each_hello_until_its_turn_starts(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token)
+    typed = f"Push with {GITHUB_TOKEN}"
+    await post(as_approver, run.url("messages"), text=typed)
+    await run.runner.stop()  # gone before it started the turn
+    again = Run(await session(token, FakeSocket("socket-2")), run.chat_id)
+    await say(again.runner, frames.hello(run.chat_id, acked=run.seq))
+    assert [f["text"] for f in await again.reached("prompt")] == [typed]
+    [message] = await again.prompts()
+    assert message.status == "sent" and message.text == typed
+    await again.runner.stop()
+
+
+async def test_a_message_that_can_no_longer_go_keeps_only_its_mask(
+    token,  # noqa: F811
+    as_approver,
+):
+    run = await connect(token)
+    attempt = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, attempt, uuid.uuid4()))
+    await post(as_approver, run.url("messages"), text=f"refused {GITHUB_TOKEN}")
+    await post(as_approver, run.url("messages"), text=f"removed {GITHUB_TOKEN}")
+    refused, removed = await run.prompts()
+    assert (await post(as_approver, run.url(f"messages/{removed.pk}/remove"))).status_code == 200
+    await run.say(lambda seq: frames.turn_ended(seq, attempt))
+    assert [f["text"] for f in await run.reached("prompt")] == [f"refused {GITHUB_TOKEN}"]
+    refusal = {"type": "web_refused", "id": str(refused.pk), "reason": "the agent is busy"}
+    await run.say(lambda seq: {**refusal, "seq": seq, "at": frames.T0 + seq})
+    masked = "ghp_" + "*" * 36
+    assert [(p.status, p.text) for p in await run.prompts()] == [
+        ("refused", f"refused {masked}"),
+        ("removed", f"removed {masked}"),
+    ]
+    shown = await page(as_approver, run)
+    assert "The runner refused it: the agent is busy" in shown and GITHUB_TOKEN not in shown
     await run.runner.stop()

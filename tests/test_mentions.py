@@ -75,7 +75,7 @@ def test_a_mentioned_member_finds_the_comment_in_their_inbox(acme, acme_approver
     row = a_call(acme)
     assert comment(acme_viewer, row, "@alice is `make clean` safe here?") == 204
     page = logged_in(acme_approver).get("/inbox/").content.decode()
-    assert "bob</strong> mentioned you on" in page
+    assert "<bdi>bob</bdi></strong> mentioned you on" in page
     assert "Run make clean" in page and "<code>make clean</code>" in page
     assert 'aria-hidden="true">1</span>' in page  # the count on Inbox, on every page
     assert "(1) Inbox" in page
@@ -92,6 +92,18 @@ def test_nobody_outside_the_workspace_the_writer_or_an_unknown_name_is_told(
     assert mentions.waiting_for(acme_approver) == []
     page = logged_in(acme_approver).get(f"/chats/{row.chat_id}/").content.decode()
     assert 'class="mention">@alice' in page
+
+
+def test_a_comment_that_holds_a_secret_still_mentions_and_the_inbox_shows_it_masked(
+    acme, acme_approver, acme_viewer
+):
+    key = "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123"
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    assert comment(acme_viewer, a_call(acme), f"@alice the log shows {key} and {token}") == 204
+    assert Mention.objects.filter(user=acme_approver, seen_at__isnull=True).exists()
+    page = logged_in(acme_approver).get("/inbox/").content.decode()
+    assert '<span class="mention">@alice</span> the log shows OPENAI_API_KEY=***' in page
+    assert "abcdefghijklmnopqrstuvwxyz0123" not in page and token not in page
 
 
 def test_the_same_name_twice_in_one_comment_is_one_mention(acme, acme_approver, acme_viewer):

@@ -197,3 +197,31 @@ def test_an_outsider_can_neither_comment_nor_export(acme, acme_approver, as_outs
     assert as_outsider.get(f"/api/chats/{chat.pk}/tool-activity").status_code == 404
     assert as_outsider.get(f"/chats/{chat.pk}/transcript.md").status_code == 404
     assert not Comment.objects.exists()
+
+
+# A key line and a token in the shapes activity/secrets.py masks (issue 22).
+KEY_LINE = "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123"
+GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+def test_a_secret_in_a_comment_is_masked_before_it_is_stored_pushed_shown_or_exported(
+    acme, as_approver, acme_approver
+):
+    chat = story(acme, acme_approver)
+    row = ToolActivity.objects.get(chat=chat, tool_call_id="edit")
+    version = Chat.objects.get(pk=chat.pk).version
+    text = f"It printed\n\n    {KEY_LINE}\n\nand the token {GITHUB_TOKEN}: rotate both."
+    response = as_approver.post(f"/tools/{row.pk}/comments", {"text": text}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 204
+
+    stored = Comment.objects.get(tool=row).text
+    assert "OPENAI_API_KEY=" + "*" * 38 in stored and "ghp_" + "*" * 36 in stored
+    assert "rotate both." in stored and len(stored.encode()) == len(text.encode())
+    pushed, _ = render_changes(chat.pk, version)  # what every other viewer is sent
+    page = as_approver.get(f"/chats/{chat.pk}/").content.decode()
+    transcript = as_approver.get(f"/chats/{chat.pk}/transcript.md").content.decode()
+    for shown in (stored, pushed, page, transcript):
+        assert "abcdefghijklmnopqrstuvwxyz0123" not in shown and GITHUB_TOKEN not in shown
+        assert "ghp_" + "*" * 36 in shown
+    found = as_approver.get("/search/", {"q": "abcdefghijklmnopqrstuvwxyz0123"}).content.decode()
+    assert "Nothing found" in found

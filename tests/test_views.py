@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -10,6 +11,7 @@ from django.core.management import call_command
 
 from activity import pushes
 from activity.models import AgentToken, Prompt
+from activity.templatetags.koruweb import isolate, unbidi
 from tests import frames
 from tests.factories import run
 
@@ -95,3 +97,56 @@ def test_a_pushed_prompt_form_has_no_token_but_a_link_to_a_page_of_its_own_with_
     assert f'href="/prompts/{prompt.pk}/answer"' in pushed
     own_page = as_approver.get(f"/prompts/{prompt.pk}/answer").content.decode()
     assert 'name="csrfmiddlewaretoken"' in own_page and "Delete build/" in own_page
+
+
+# --- right-to-left tricks: text shown as written ------------------------------------------
+
+RLO = "\N{RIGHT-TO-LEFT OVERRIDE}"
+PDI = "\N{POP DIRECTIONAL ISOLATE}"
+BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+
+
+def tab_title(html: str) -> str:
+    found = re.search(r"<title>(.*?)</title>", html, re.S)
+    assert found is not None
+    return found[1]
+
+
+def test_a_title_that_overrides_its_direction_is_isolated_on_the_runs_list_and_its_page(
+    as_viewer, acme
+):
+    chat = run(acme, frames.turn_started(1, uuid.uuid4(), uuid.uuid4(), title=f"{RLO}gnp.exe"))
+    runs = as_viewer.get("/").content.decode()
+    assert f'<a href="/chats/{chat.pk}/"><bdi>gnp.exe</bdi></a>' in runs
+    assert "<bdi>Acme</bdi>" in runs  # the workspace's name too
+    page = as_viewer.get(f"/chats/{chat.pk}/").content.decode()
+    assert "<h1><bdi>gnp.exe</bdi></h1>" in page
+    assert tab_title(page) == "gnp.exe · koruweb"  # no markup there: the control is left out
+    turn = as_viewer.get(f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/").content.decode()
+    assert "<bdi>gnp.exe</bdi></a>" in turn and not BIDI_CONTROLS & set(tab_title(turn))
+    assert RLO not in runs + page + turn
+
+
+def test_a_pushed_call_label_and_prompt_are_isolated_as_on_the_page(as_viewer, acme):
+    chat = run(
+        acme,
+        frames.turn_started(1, uuid.uuid4(), uuid.uuid4(), prompt=f"Open {RLO}fdp.txt"),
+        frames.tool_call(2, "c1", f"Read {RLO}txt.exe", kind="read", status="completed"),
+    )
+    pushed, _ = pushes.render_changes(chat.pk, 0)
+    page = as_viewer.get(f"/chats/{chat.pk}/").content.decode()
+    for html in (pushed, page):
+        assert "<bdi>Read txt.exe</bdi></summary>" in html
+        assert "<bdi>Open fdp.txt</bdi></div>" in html
+
+
+def test_isolated_text_keeps_everything_but_the_direction_controls_and_is_escaped():
+    tricks = f"{PDI}{RLO}gnp.exe a \N{RIGHT-TO-LEFT ISOLATE}b{PDI} c{PDI}"
+    assert isolate(tricks) == "<bdi>gnp.exe a b c</bdi>"
+    assert isolate("שלום") == "<bdi>שלום</bdi>"  # right-to-left words keep their own direction
+    assert isolate("<b>&") == "<bdi>&lt;b&gt;&amp;</bdi>"  # still escaped
+
+
+def test_text_for_a_tab_title_keeps_everything_but_the_direction_controls():
+    text = "".join(sorted(BIDI_CONTROLS)) + "שלום <run>"
+    assert unbidi(text) == "שלום <run>"

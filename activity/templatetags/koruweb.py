@@ -1,13 +1,20 @@
 from __future__ import annotations
 
+import re
+
 from django import template
-from django.utils.safestring import SafeString
+from django.utils.html import format_html
+from django.utils.safestring import SafeData, SafeString, mark_safe
 
 from activity import dom, mentions
 from activity.markdown import render_markdown
 from activity.models import Comment
 
 register = template.Library()
+
+# Unicode's explicit bidirectional controls: the embeddings and overrides (LRE, RLE, PDF, LRO,
+# RLO), the isolates (LRI, RLI, FSI, PDI) and the marks (LRM, RLM, ALM).
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 
 
 @register.filter
@@ -49,3 +56,22 @@ def millis(value: int | None) -> str:
     if minutes >= 60:
         return f"{minutes // 60} h {minutes % 60} min"
     return f"{minutes} min {seconds} s"
+
+
+@register.filter(is_safe=True)
+def isolate(text: object) -> SafeString:
+    """Text an agent or a person supplied (a run's title, a call's label, a workspace or user
+    name) shown as written: without its bidirectional controls (U+202E before "gnp.exe" would
+    make it read "exe.png"), in ``<bdi>``, so right-to-left words in it take a direction of
+    their own without reordering the words around them (README, "Secrets and access")."""
+    kept = BIDI_CONTROLS.sub("", str(text))
+    if isinstance(text, SafeData):  # already HTML (a search hit's marks)
+        return format_html("<bdi>{}</bdi>", mark_safe(kept))  # noqa: S308
+    return format_html("<bdi>{}</bdi>", kept)
+
+
+@register.filter(is_safe=True)
+def unbidi(text: object) -> str:
+    """Text without its bidirectional controls, for where no markup can isolate it: the page's
+    ``<title>`` (the tab, the window list) and tooltips."""
+    return BIDI_CONTROLS.sub("", str(text))
