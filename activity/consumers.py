@@ -3,7 +3,8 @@
 ``AgentConsumer`` (``/ws/agent/``) relays a runner's socket to its session (``pipeline.py``:
 hello, batches, acknowledgements, heartbeat; its close codes). ``ViewerConsumer``
 (``/ws/chats/<id>/``) sends a browser what changed since the version it shows, then every push.
-The inbox and needs sockets (``/ws/inbox/``, ``/ws/needs/``) are ``people_consumers.py``'s.
+The inbox and needs sockets (``/ws/inbox/``, ``/ws/needs/``) are ``people_consumers.py``'s; all
+three are a ``Browser``, closed as soon as its person's session or access ends (``revoke.py``).
 ``HostConsumer`` (``/ws/host/``) relays an agent host's socket to its ``hosts.HostSession``.
 """
 
@@ -17,18 +18,18 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from redis.exceptions import RedisError
 
-from activity import access, broadcast, pushes, watching
+from activity import access, broadcast, faults, groups, pushes, revoke, watching
 from activity.accounts import TokenKind
-from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
+from activity.frames import CLOSE_FORBIDDEN, CLOSE_GONE, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
 from activity.hosts import HostSession
 from activity.models import AgentToken
 from activity.pipeline import RunnerSession
 
 log = logging.getLogger(__name__)
-# What a channel layer raises when Redis is away (the in-memory layer raises none of these).
-LAYER_FAULTS = (RedisError, OSError)
+# What a channel layer raises when Redis is away (the in-memory layer raises none of these),
+# and the database when it is: the socket closes to reconnect (activity/faults.py).
+LAYER_FAULTS = faults.EXPECTED
 
 
 def header(scope: dict[str, Any], name: bytes) -> str:
@@ -40,8 +41,9 @@ class Relay(AsyncWebsocketConsumer):
     one shared database thread, so frames would queue behind ingest and never batch. These
     consumers reach the database only through ``database_sync_to_async``, which does its own.
 
-    A consumer whose channel layer fails (Redis away) closes its socket with
-    ``CLOSE_UNAVAILABLE`` — the other side reconnects, and nothing it sent was refused — and
+    A consumer whose channel layer or database fails (Redis or PostgreSQL away) closes its
+    socket with ``CLOSE_UNAVAILABLE`` — the other side reconnects, and nothing it sent was
+    refused — and
     what ``disconnect`` would have undone is undone all the same (STACK.md G21).
     """
 
@@ -51,7 +53,7 @@ class Relay(AsyncWebsocketConsumer):
         try:
             await super().__call__(scope, receive, send)
         except LAYER_FAULTS as fault:
-            log.warning("a socket lost the channel layer, closing it: %r", fault)
+            log.warning("a socket lost Redis or the database, closing it: %r", fault)
             with contextlib.suppress(Exception):
                 await self.close(code=CLOSE_UNAVAILABLE, reason="the server is reconnecting")
         finally:
@@ -183,8 +185,61 @@ def since_asked(text: str | None) -> int | None:
     return since
 
 
-class ViewerConsumer(Relay):
+class Browser(Relay):
+    """A browser's socket — a chat page's, the inbox's, every page's needs socket — open only
+    while the session and the access it was opened with last (``revoke.py``). It joins the
+    groups that revoke it (``guard``) before it checks its access, so a change made meanwhile
+    is heard. Revoked, it sends nothing more, lets go of everything (``let_go``: leaves its
+    groups and lists) and closes with the code that tells its page why."""
+
+    guard: revoke.Guard | None = None
+    revoked = False
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.guard is not None:
+                self.guard.end_tasks()
+
+    async def guarded(self, *more: str) -> None:
+        key = revoke.session_key(self.scope)
+        self.guard = revoke.Guard(self, key, self.scope["user"].pk, *more)
+        await self.guard.start()
+
+    async def send(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
+    ) -> None:
+        if not self.revoked:
+            await super().send(text_data, bytes_data, close)
+
+    async def revoke(self, code: int, reason: str) -> None:
+        if self.revoked:
+            return
+        self.revoked = True
+        try:
+            await self.let_go()
+        finally:  # closed even when the channel layer failed to let go
+            await self.close(code=code, reason=reason)
+
+    async def let_go(self) -> None:
+        guard, self.guard = self.guard, None
+        if guard is not None:
+            await guard.stop()
+
+    async def session_ended(self, event: dict[str, Any]) -> None:
+        await self.revoke(CLOSE_UNAUTHORIZED, revoke.SIGNED_OUT)
+
+    async def access_changed(self, event: dict[str, Any]) -> None:
+        """One of its person's memberships changed: each kind looks at its access again."""
+
+    async def disconnect(self, code: int) -> None:
+        await self.let_go()
+
+
+class ViewerConsumer(Browser):
     chat_id: uuid.UUID | None = None
+    workspace_id: uuid.UUID | None = None  # the chat's
     held: list[str] | None = None  # pushes that came while a catch-up was being rendered
     watch: watching.Watch | None = None  # this page among the chat's watchers
 
@@ -203,10 +258,12 @@ class ViewerConsumer(Relay):
             await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to watch this chat")
             return
         chat_id = self.scope["url_route"]["kwargs"]["chat_id"]
-        if not await database_sync_to_async(access.can_view)(user, chat_id):
-            await self.close(code=CLOSE_FORBIDDEN, reason="you cannot see this chat")
+        await self.guarded(groups.viewers(chat_id))
+        workspace_id = await database_sync_to_async(workspace_seen)(user, chat_id)
+        if workspace_id is None:
+            await self.revoke(CLOSE_FORBIDDEN, "you cannot see this chat")
             return
-        self.chat_id = chat_id
+        self.chat_id, self.workspace_id = chat_id, workspace_id
         await broadcast.join(chat_id, self)
         self.watch = watching.Watch(chat_id, user.pk, self, watching.asked(self.scope))
         await self.watch.start()
@@ -237,8 +294,31 @@ class ViewerConsumer(Relay):
         else:
             await self.send(text_data=text)
 
-    async def disconnect(self, code: int) -> None:
-        if self.chat_id is not None:
-            await broadcast.leave(self.chat_id, self)
-        if self.watch is not None:
-            await self.watch.stop()
+    async def access_changed(self, event: dict[str, Any]) -> None:
+        """A membership of this person changed: if it is in this chat's workspace (or says
+        none), one check of whether they may still see the chat; closed if not."""
+        if self.chat_id is None or event.get("workspace") not in (None, str(self.workspace_id)):
+            return
+        user = self.scope["user"]
+        if not await database_sync_to_async(access.can_view)(user, self.chat_id):
+            await self.revoke(CLOSE_FORBIDDEN, revoke.REMOVED)
+
+    async def chat_deleted(self, event: dict[str, Any]) -> None:
+        await self.revoke(CLOSE_GONE, revoke.DELETED)
+
+    async def let_go(self) -> None:
+        """Out of the chat's room (no push reaches it) and off its watchers, at once: the other
+        pages are told it left (``watching.Watch.stop``)."""
+        chat_id, self.chat_id = self.chat_id, None
+        if chat_id is not None:
+            await broadcast.leave(chat_id, self)
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            await watch.stop()
+        await super().let_go()
+
+
+def workspace_seen(user: access.User, chat_id: uuid.UUID) -> uuid.UUID | None:
+    """The workspace of a chat this user may see; None if they may not (or it is gone)."""
+    found = access.visible_chats(user).filter(pk=chat_id)
+    return found.values_list("workspace_id", flat=True).first()

@@ -36,6 +36,10 @@ MAX_FRAME_BYTES = 1024 * 1024  # Daphne's default message limit; the runner cuts
 CLOSE_PROTOCOL = 4400  # no hello first, or frames were lost: the runner reconnects and resends
 CLOSE_UNAUTHORIZED = 4401  # no, bad or revoked credentials: the runner stops (exit 2)
 CLOSE_FORBIDDEN = 4403  # not yours (another workspace's chat): the runner stops (exit 2)
+# A browser's socket (revoke.py) closes with 4401 when its session logged out or ended (its page
+# says "Signed out"), with 4403 when its person may no longer see its chat ("No longer a member
+# of …"), and with 4410 when its chat was deleted ("This run was deleted"): none reconnects.
+CLOSE_GONE = 4410
 CLOSE_TOO_LARGE = 4413  # a frame over MAX_FRAME_BYTES: the runner cuts it to half, resends
 # On 4400, 4413 and 4500 the runner reconnects and resends; the same frame refused on three
 # connections in a row stops it (exit 7).

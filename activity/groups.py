@@ -40,6 +40,26 @@ def person(user_id: int) -> str:
     return f"person-{user_id}"
 
 
+def session(digest: str) -> str:
+    """Every browser socket (chat page, inbox, needs) opened with one login session, named by a
+    digest of its key (``revoke.digest``), never the key itself; told ``session.ended`` when the
+    session logs out: they close (``revoke.py``)."""
+    return f"session-{digest}"
+
+
+def access(user_id: int) -> str:
+    """Every browser socket of one person; told ``access.changed`` — ``{"workspace", "name",
+    "removed"}`` — when one of their memberships is made, changed or removed: each checks its
+    access again, once (``revoke.py``)."""
+    return f"access-{user_id}"
+
+
+def viewers(chat_id: uuid.UUID | str) -> str:
+    """The chat page sockets of one chat themselves (its pushes go to their rooms, ``chat``);
+    told ``chat.deleted`` when the chat is deleted: they close (``revoke.py``)."""
+    return f"viewers-{chat_id}"
+
+
 # Superusers' runs-list sockets: told of every workspace's runs.
 RUNS_ALL = "runs-all"
 

@@ -2,7 +2,9 @@
 
 ``InboxConsumer`` (``/ws/inbox/``) re-renders a person's open prompts when one opens or closes.
 ``NeedsConsumer`` (``/ws/needs/``, every page) passes on what waits for a person and, on the
-runs list, each run's line. Both join their groups again on every heartbeat (``GroupMember``).
+runs list, each run's line. Both join their groups again on every heartbeat (``GroupMember``),
+and when their person's memberships change move to the groups of the workspaces they have now
+and send their page what it shows again (``access_changed``, ``revoke.py``).
 """
 
 from __future__ import annotations
@@ -11,19 +13,21 @@ import asyncio
 import hashlib
 import json
 import logging
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 
 from activity import access, groups, needs, pushes, watching
-from activity.consumers import Relay
+from activity.consumers import Browser
 from activity.frames import CLOSE_UNAUTHORIZED
 
 log = logging.getLogger(__name__)
 
 
-class GroupMember(Relay):
+class GroupMember(Browser):
     """A socket that is in channel-layer groups for as long as it is open (the inbox and needs
     sockets). A restarted Redis forgets every membership, and the socket's receive may go on
     without an error all the same (one blocking receive serves every channel of a process, and
@@ -65,6 +69,16 @@ class GroupMember(Relay):
             except Exception as fault:  # Redis or the database away: the next beat
                 log.warning("a %s missed a heartbeat: %r", type(self).__name__, fault)
 
+    async def regroup(self, before: list[str], after: list[str]) -> None:
+        """Move from the groups ``before`` to the groups ``after`` (its person's access
+        changed); the others it is in stay as they are."""
+        for name in set(before) - set(after):
+            await self.channel_layer.group_discard(name, self.channel_name)
+        for name in after:
+            await self.channel_layer.group_add(name, self.channel_name)
+        kept = [name for name in self.groups_joined if name not in before]
+        self.groups_joined = [*kept, *after]
+
     async def resync(self) -> None:
         """Send the page what brings it back to the truth after its groups were forgotten."""
 
@@ -72,10 +86,22 @@ class GroupMember(Relay):
         if self.beating is not None:
             self.beating.cancel()
 
-    async def disconnect(self, code: int) -> None:
+    async def let_go(self) -> None:
         self.end_tasks()
-        for name in self.groups_joined:
+        joined, self.groups_joined = self.groups_joined, []
+        for name in joined:
             await self.channel_layer.group_discard(name, self.channel_name)
+        await super().let_go()
+
+
+def inbox_groups(workspaces: list[uuid.UUID] | None) -> list[str]:
+    """The groups that hear of the prompts in these workspaces (None: in all of them)."""
+    return [groups.INBOX_ALL] if workspaces is None else list(map(groups.inbox, workspaces))
+
+
+def runs_groups(workspaces: list[uuid.UUID] | None) -> list[str]:
+    """The groups that hear of the runs of these workspaces (None: of all of them)."""
+    return [groups.RUNS_ALL] if workspaces is None else list(map(groups.runs, workspaces))
 
 
 class InboxConsumer(GroupMember):
@@ -86,16 +112,20 @@ class InboxConsumer(GroupMember):
     again = False  # something changed while a render was in flight: one more follows
     shown = b""  # a digest of the list the page was sent last
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.answering: list[str] = []  # the groups of the workspaces where its person answers
+
     async def connect(self) -> None:
         await self.accept()
         user = self.scope["user"]
         if not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to see your inbox")
             return
+        await self.guarded()
         workspaces = await database_sync_to_async(access.answering_workspaces)(user)
-        await self.join(
-            [groups.INBOX_ALL] if workspaces is None else list(map(groups.inbox, workspaces))
-        )
+        self.answering = inbox_groups(workspaces)
+        await self.join(self.answering)
         # What opened or closed between the page's render and joining the groups (or while a
         # reconnecting socket was away) was announced to nobody: start from a fresh list.
         await self.inbox_changed({})
@@ -103,7 +133,19 @@ class InboxConsumer(GroupMember):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """An inbox takes nothing from the browser: whatever it sends is never even parsed."""
 
+    async def access_changed(self, event: dict[str, Any]) -> None:
+        """Its person may answer in other workspaces now: hear of theirs, and list again."""
+        if self.revoked:
+            return
+        user = self.scope["user"]
+        after = inbox_groups(await database_sync_to_async(access.answering_workspaces)(user))
+        await self.regroup(self.answering, after)
+        self.answering = after
+        await self.inbox_changed({})
+
     async def inbox_changed(self, event: dict[str, Any]) -> None:
+        if self.revoked:
+            return
         if self.rendering is not None:
             self.again = True  # one render follows whatever is in flight
             return
@@ -135,11 +177,11 @@ class InboxConsumer(GroupMember):
         finally:
             self.rendering = None
 
-    async def disconnect(self, code: int) -> None:
+    async def let_go(self) -> None:
         """A render in flight ends with the socket (STACK.md G21)."""
         if self.rendering is not None:
             self.rendering.cancel()
-        await super().disconnect(code)
+        await super().let_go()
 
 
 class NeedsConsumer(GroupMember):
@@ -150,15 +192,22 @@ class NeedsConsumer(GroupMember):
 
     runs_joined = False
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.answering: list[str] = []  # the groups of the workspaces where its person answers
+        self.listing: list[str] = []  # … and of those whose runs they see (on a runs page)
+        self.runs_shown: list[uuid.UUID] = []  # the runs its page said it shows, last
+
     async def connect(self) -> None:
         await self.accept()
         user = self.scope["user"]
         if not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to see what waits for you")
             return
+        await self.guarded()
         workspaces = await database_sync_to_async(access.answering_workspaces)(user)
-        names = [groups.INBOX_ALL] if workspaces is None else list(map(groups.inbox, workspaces))
-        await self.join([*names, groups.person(user.pk)])
+        self.answering = inbox_groups(workspaces)
+        await self.join([*self.answering, groups.person(user.pk)])
         # Counted after joining: nothing that changes from here on is missed.
         await self.send(text_data=await database_sync_to_async(needs.snapshot)(user))
 
@@ -170,15 +219,33 @@ class NeedsConsumer(GroupMember):
         """A runs page says which runs it shows; it gets their lines as they are now."""
         ids = needs.asked_runs(text_data)
         user = self.scope["user"]
-        if ids is None or not user.is_authenticated:
+        if ids is None or not user.is_authenticated or self.revoked:
             return
+        self.runs_shown = ids
         if not self.runs_joined:
             self.runs_joined = True
             workspaces = await database_sync_to_async(needs.member_workspaces)(user)
-            await self.join(
-                [groups.RUNS_ALL] if workspaces is None else list(map(groups.runs, workspaces))
-            )
+            self.listing = runs_groups(workspaces)
+            await self.join(self.listing)
         for text in await database_sync_to_async(needs.catch_up)(user, ids):
+            await self.send(text_data=text)
+
+    async def access_changed(self, event: dict[str, Any]) -> None:
+        """Its person's memberships changed: it moves to the groups of the workspaces they have
+        now and sends its page their counts, the lines it shows (a run they may no longer see
+        is ``gone``) and, if they are no longer a member of the workspace the change was in,
+        ``{"left": {"workspace", "name"}}`` (needs.js says so)."""
+        if self.revoked:
+            return
+        seen = await database_sync_to_async(looked_again)(
+            self.scope["user"], event, self.runs_shown if self.runs_joined else None
+        )
+        await self.regroup(self.answering, seen.answering)
+        self.answering = seen.answering
+        if self.runs_joined:
+            await self.regroup(self.listing, seen.listing)
+            self.listing = seen.listing
+        for text in seen.texts:
             await self.send(text_data=text)
 
     async def inbox_changed(self, event: dict[str, Any]) -> None:
@@ -190,3 +257,27 @@ class NeedsConsumer(GroupMember):
 
     async def mentions_changed(self, event: dict[str, Any]) -> None:
         await self.send(text_data=event["text"])
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a needs socket is to hear and say once its person's access changed."""
+
+    answering: list[str]  # the inbox groups of the workspaces where they answer now
+    listing: list[str]  # the runs groups of the workspaces whose runs they see now
+    texts: list[str]  # what its page is sent, in order
+
+
+def looked_again(user: Any, event: dict[str, Any], runs: list[uuid.UUID] | None) -> Seen:
+    """One look at a person's access after a change of their memberships; ``runs``: the lines
+    their runs page shows (None: not a runs page)."""
+    members = needs.member_workspaces(user)
+    texts = [needs.snapshot(user)]
+    if runs is not None:
+        texts += needs.catch_up(user, runs)
+    left = members is not None and event.get("removed") is True
+    if left and event.get("workspace") not in {str(w) for w in members or []}:
+        name = str(event.get("name", ""))
+        texts.append(json.dumps({"left": {"workspace": event.get("workspace"), "name": name}}))
+    answering = inbox_groups(access.answering_workspaces(user))
+    return Seen(answering, runs_groups(members), texts)

@@ -253,8 +253,10 @@ def text(html: str) -> str:
 
 
 def unwanted(watch: Watch | None, message: str) -> bool:
-    """Whether ``message`` is a list that its socket's page did not ask for."""
-    return message.startswith(LIST) and (watch is None or not watch.shows)
+    """Whether ``message`` is a list that its socket's page did not ask for, or one from before
+    the page's own entry was in (another page's look): a page never lists people without its
+    own reader."""
+    return message.startswith(LIST) and (watch is None or not watch.shows or not watch.entered)
 
 
 @dataclass(eq=False)
@@ -303,10 +305,12 @@ class Watch:
         self.entry = entry(user_id, uuid.uuid4().hex)
         self.viewer = viewer
         self.shows = shows
+        self.entered = False  # its entry was written (or tried: the store may be away)
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.put()
+        self.entered = True
         local = _chats.setdefault(self.chat_id, Local())
         local.watches.add(self)
         self.task = asyncio.get_running_loop().create_task(self.beat())

@@ -35,6 +35,13 @@
     retitle();
   };
   live?.addEventListener("htmx:ws:after:message:incoming", changed);
+  // Signed out (activity/revoke.py closes the socket with 4401; htmx does not reconnect): the
+  // line at the top of the page says so (needs.js), and the list is marked as no longer live.
+  live?.addEventListener("htmx:ws:close", (event) => {
+    if (event.detail.code !== 4401) return;
+    list()?.setAttribute("data-ended", "");
+    document.dispatchEvent(new CustomEvent("koruweb:ended", { detail: { code: 4401 } }));
+  });
   // A list too big for one push comes as {"reload": true}: fetch it over HTTP, morph it in.
   live?.addEventListener("htmx:ws:before:message:incoming", async (event) => {
     let push;

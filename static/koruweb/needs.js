@@ -2,7 +2,10 @@
 // prompts this person may answer and the comments that mention them), a line read out when a
 // new prompt or mention arrives, and on the runs list each run's line in place.
 // The server says each workspace's count, once for everyone; this page adds up the
-// workspaces where its person may answer (the socket only hears of those).
+// workspaces where its person may answer (the socket only hears of those). When this person's
+// access ends (activity/revoke.py) a line at the top of the page says so, and is read out:
+// signed out (the socket closed with 4401; the inbox's socket says the same, through the
+// "koruweb:ended" event), or no longer a member of a workspace ({"left": …}).
 (() => {
   const link = document.getElementById("inbox-link");
   if (!link) return;
@@ -41,6 +44,35 @@
     if (!fresh.length || !announcer) return;
     say(fresh.map((ask) => `Agent in ${ask.run} asks: ${ask.text}`).join(" "));
   };
+
+  // --- access that ended --------------------------------------------------------------------
+  // A chat page says it in its own pill (live.js): for its own workspace, and for a sign-out.
+  const chatPage = document.getElementById("live");
+  const notice = (...parts) => {
+    let line = document.getElementById("access-notice");
+    const text = parts.map((part) => (typeof part === "string" ? part : part.textContent)).join("");
+    if (line?.textContent === text) return; // said once, however many sockets say it
+    if (!line) {
+      line = Object.assign(document.createElement("p"), { id: "access-notice", className: "notice error access-notice" });
+      document.getElementById("main")?.prepend(line);
+    }
+    line.replaceChildren(...parts);
+    if (announcer) say(text);
+  };
+  const signedOut = () => {
+    if (document.getElementById("connection")) return;
+    const link = document.createElement("a");
+    link.href = `/accounts/login/?next=${encodeURIComponent(location.pathname + location.search)}`;
+    link.textContent = "sign in again";
+    notice("Signed out — ", link, " to keep watching");
+  };
+  const left = (workspace) => {
+    if (chatPage?.dataset.workspace === workspace.workspace) return;
+    notice("No longer a member of ", Object.assign(document.createElement("bdi"), { textContent: workspace.name }));
+  };
+  document.addEventListener("koruweb:ended", (event) => {
+    if (event.detail?.code === 4401) signedOut();
+  });
 
   // --- the runs list -----------------------------------------------------------------------
   const mayAnswer = (workspace) => everywhere || Object.hasOwn(counts, workspace);
@@ -94,7 +126,9 @@
       } catch {
         return;
       }
-      if (said.counts) {
+      if (said.left) {
+        left(said.left); // its counts and lines came just before
+      } else if (said.counts) {
         counts = said.counts; // this person's workspaces and counts, as they are now
         everywhere = said.all === true;
         const before = mentions;
@@ -115,7 +149,8 @@
       }
     });
     socket.addEventListener("close", (event) => {
-      if (event.code === 4401 || event.code === 4403) return; // logged out: nothing to wait for
+      if (event.code === 4401) return signedOut(); // signed out: nothing to wait for
+      if (event.code === 4403) return;
       tries += 1;
       const delay = Math.min(500 * 2 ** (tries - 1), 30_000) * (0.7 + Math.random() * 0.6);
       setTimeout(connect, delay);
