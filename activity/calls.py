@@ -54,14 +54,22 @@ def apply(work: Work, row: ToolActivity, event: Event, ctx: MergeContext) -> Non
 def close(work: Work, prompt: Prompt, approval: ToolApproval, at: int) -> None:
     prompt.closed_at, prompt.outcome = at, approval
     work.touch(prompt, "closed_at", "outcome")
+    row = row_of(work, prompt)
+    if row is not None:
+        apply(work, row, PromptClosed(approval), MergeContext(at=at, limits=work.limits))
+
+
+def row_of(work: Work, prompt: Prompt) -> ToolActivity | None:
+    """The call a prompt is about, in the working set; None for a prompt about no call (its
+    turn's head shows it: touched here)."""
     if prompt.tool_id is None:
         work.touch(work.attempt_of(prompt), "version")
-        return
+        return None
     row = next((r for r in work.rows.values() if r.pk == prompt.tool_id), None)
     if row is None:
         row = ToolActivity.objects.get(pk=prompt.tool_id)
         work.rows[row.tool_call_id] = row
-    apply(work, row, PromptClosed(approval), MergeContext(at=at, limits=work.limits))
+    return row
 
 
 def finish_turn(work: Work, attempt: InferenceAttempt, stop_reason: str, at: int) -> None:
@@ -84,3 +92,22 @@ def finish_turn(work: Work, attempt: InferenceAttempt, stop_reason: str, at: int
     for row in list(work.rows.values()):
         if row.attempt_id == attempt.pk:
             apply(work, row, event, MergeContext(at=at, limits=work.limits))
+
+
+def unfinish_turn(work: Work, attempt: InferenceAttempt, at: int) -> None:
+    """Undo ``finish_turn`` for a turn the server ended at ``at`` while its runner still ran it
+    (``turns.reopen``): the prompts it closed then are open again, and their calls wait for the
+    answer again. That is all it did to a turn that was not cancelled: the merge's
+    ``TurnEnded`` only cancels an open approval (``merge.close_prompt``), so every call goes on
+    as the agent's updates come."""
+    closed = Prompt.objects.filter(attempt=attempt, closed_at=at, outcome=ToolApproval.CANCELLED)
+    for found in closed:
+        prompt = work.prompts.setdefault(found.request_id, found)
+        if prompt.closed_at != at:
+            continue  # closed again in this working set: that stays
+        prompt.closed_at, prompt.outcome = None, ""
+        work.touch(prompt, "closed_at", "outcome")
+        row = row_of(work, prompt)
+        if row is not None and row.approval == ToolApproval.CANCELLED:
+            row.approval = ToolApproval.PENDING
+            work.touch(row, "approval")

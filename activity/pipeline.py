@@ -18,7 +18,10 @@ session does with them, in order:
 3. A heartbeat keeps the chat's runner "seen" while the socket is up (every
    ``RUNNER_HEARTBEAT_SECONDS``; a write that fails is retried within a second, so one database
    error never makes a connected runner look gone), and renews the socket's groups (which a
-   restarted Redis forgets).
+   restarted Redis forgets). The process holds the socket (``presence.hold``) from its hello
+   until it closes: its own sweep never counts it silent, and if another process's sweep did
+   (this one was stalled), the heartbeat shows the runner connected again, reopens the turn
+   that sweep ended, and sends the web's messages that may go now (``presence.alive``).
 4. When the database is away (or frames were lost), nothing more is acknowledged: the socket
    closes (``CLOSE_UNAVAILABLE``, ``CLOSE_PROTOCOL``) and the runner reconnects and resends
    everything after the last ack; what arrives after that decision is ignored.
@@ -60,6 +63,7 @@ from activity.work import FrameError
 
 log = logging.getLogger(__name__)
 UNAVAILABLE = "the server's database is away; reconnect and resend"
+INLINE_CHARS = 8_192  # a frame up to this long is parsed and masked on the event loop
 
 
 class Socket(Protocol):
@@ -75,6 +79,17 @@ class Socket(Protocol):
     async def join(self, group: str) -> None: ...
 
     async def leave(self, group: str) -> None: ...
+
+
+async def parse(text: str) -> Any:
+    """``boundary.load(text)``, off the event loop when the frame is long: masking is linear
+    (docs/secrets.md) but a frame near ``MAX_FRAME_BYTES`` still takes a while, and every socket
+    and page of this process waits while the loop does. A short frame is parsed in place, which
+    costs less than the hop to a thread. The thread is not the database's (views and ingest
+    share that one), so a slow frame delays only its own runner: it waits here, in order."""
+    if len(text) <= INLINE_CHARS:
+        return boundary.load(text)
+    return await asyncio.to_thread(boundary.load, text)
 
 
 def explain(error: ValidationError) -> str:
@@ -106,7 +121,7 @@ class RunnerSession:
             await self.close(CLOSE_TOO_LARGE, "frames are JSON text under 1 MiB")
             return
         try:
-            raw = boundary.load(text)
+            raw = await parse(text)
         except boundary.Unreadable as unreadable:
             if self.chat_id is None or unreadable.seq is None:
                 await self.say(Error(seq=None, error=str(unreadable)))
@@ -155,6 +170,7 @@ class RunnerSession:
             await self.close(CLOSE_UNAVAILABLE, UNAVAILABLE)
             return
         self.chat_id = hello.chat_id
+        presence.hold(self.channel)  # released when the socket ends (end_tasks)
         self.heartbeat = asyncio.get_running_loop().create_task(self.beat(hello.chat_id))
         if not await self.take_answers(hello.chat_id, claimed.replaced):
             return
@@ -235,10 +251,14 @@ class RunnerSession:
         while True:
             await asyncio.sleep(min(1.0, interval) if failing else interval)
             try:
-                holds = await database_sync_to_async(presence.alive)(chat_id, self.channel)
+                beat = await database_sync_to_async(presence.alive)(chat_id, self.channel)
                 await self.socket.join(self.token_group)
-                if holds:  # a socket that lost the chat to a newer one gets no answers
+                if beat.holds:  # a socket that lost the chat to a newer one gets no answers
                     await self.socket.join(groups.runner(chat_id))
+                for text in beat.messages:  # shown gone by a sweep, it is back: what may go
+                    await self.socket.send_text(text)
+                if beat.change is not None:
+                    await broadcast.announce(beat.change)
             except Exception as fault:
                 if not failing:
                     log.warning("the heartbeat of chat %s failed, retrying: %r", chat_id, fault)
@@ -269,6 +289,7 @@ class RunnerSession:
         finishes on its own, so what it commits is still announced."""
         if self.heartbeat is not None:
             self.heartbeat.cancel()
+        presence.release(self.channel)  # its silence counts again (presence.sweep)
 
     async def say(self, frame: Ack | Error) -> None:
         await self.socket.send_text(frame.model_dump_json())

@@ -5,6 +5,15 @@ shows it offline; if the runner does not come back within ``RUNNER_GRACE_SECONDS
 turn is ended (stop reason ``runner_lost``) and its open prompts are closed, so nothing shows
 "live" forever and the inbox never offers a prompt nobody can answer.
 
+Whether the socket is up is decided by the process that holds it (issue 23): it knows its open
+runner sockets (``hold``, ``release``), and its sweep never counts one of them silent — their
+close says they are gone (``disconnect``), however long the process itself was stalled (a long
+write, a frozen event loop, a paused machine). Only a socket no process here holds is counted
+gone by its silence: one on a process that died without closing it. Such a guess can be wrong
+(that process was only stalled), so a heartbeat from the socket (``alive``) or a new hello
+(``claim``) shows the runner connected again whatever a sweep decided, and reopens the turn a
+sweep ended while the runner was still in it (``turns.reopen``).
+
 A chat belongs to its runner: the hello that makes it stores the hash of the runner's secret,
 and only a hello with that secret gets it later (``claim``) — from any socket, on any server
 process, even while an older socket of the runner still looks connected (a runner that fails
@@ -20,6 +29,7 @@ import hashlib
 import hmac
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -28,12 +38,15 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from activity import chats, groups
+from activity import chats, drive, groups
 from activity.calls import finish_turn
 from activity.models import Chat
-from activity.work import ChatChange
+from activity.turns import RUNNER_LOST, reopen
+from activity.work import ChatChange, Work
 
-RUNNER_LOST = "runner_lost"
+# The channels of the runner sockets this process holds open (its event loop adds and removes
+# them; a sweep is given a copy, ``held()``).
+_held: set[str] = set()
 
 
 class Refused(Exception):
@@ -93,19 +106,17 @@ def _connect(
                     "runner_secret_hash": "" if secret is None else digest(secret),
                 },
             )
-        try:
-            with chats.change(chat_id) as work:  # Refused raised inside writes nothing
+        try:  # Refused raised inside writes nothing
+            with chats.change(chat_id, related=("current_attempt",)) as work:
                 chat = work.chat
                 if chat.workspace_id != workspace_id:
                     raise Refused("this chat belongs to another workspace")
                 if not owns(chat, secret):
                     raise Refused("this chat belongs to another runner (its secret differs)")
                 replaced = chat.runner_channel if chat.runner_channel != channel else ""
-                chat.runner_connected, chat.runner_left_at = True, None
                 chat.runner_channel, chat.runner_seen_at = channel, timezone.now()
-                work.touch_meta(
-                    "runner_connected", "runner_left_at", "runner_channel", "runner_seen_at"
-                )
+                work.touch_meta("runner_channel", "runner_seen_at")
+                back(work)
         except Chat.DoesNotExist:
             raise Refused("this chat was deleted on the server") from None
     return Claimed(work.done, work.chat.last_seq, replaced)
@@ -116,45 +127,118 @@ def holds(chat_id: uuid.UUID, channel: str) -> bool:
     return Chat.objects.filter(pk=chat_id, runner_channel=channel).exists()
 
 
-def alive(chat_id: uuid.UUID, channel: str) -> bool:
-    """The runner's socket is still up (its heartbeat). False: a newer socket has the chat."""
+def hold(channel: str) -> None:
+    """This process holds the runner socket ``channel`` open (its hello was accepted)."""
+    _held.add(channel)
+
+
+def release(channel: str) -> None:
+    """The socket closed, or its consumer ended: its silence counts again."""
+    _held.discard(channel)
+
+
+def held() -> frozenset[str]:
+    """The runner sockets this process holds, now (taken on the event loop, for a sweep)."""
+    return frozenset(_held)
+
+
+@dataclass(frozen=True)
+class Beat:
+    holds: bool  # this socket still has the chat (False: a newer socket has it, or none)
+    change: ChatChange | None = None  # shown gone meanwhile, it is connected again: announce
+    messages: tuple[str, ...] = ()  # the web's messages that go to the runner now
+
+
+def alive(chat_id: uuid.UUID, channel: str) -> Beat:
+    """The runner's socket is still up (its heartbeat): one UPDATE while the chat shows it
+    connected. A chat that a sweep showed gone meanwhile (another process counted this one's
+    silence while it was stalled) shows it connected again, its lost turn reopened; when no
+    turn runs, the next queued message from the web goes, as on a hello (``drive.on_hello``)."""
     connection.ensure_connection()  # a wait for a connection must not date the beat before it
     seen = timezone.now()
-    return bool(Chat.objects.filter(pk=chat_id, runner_channel=channel).update(runner_seen_at=seen))
+    shown = Chat.objects.filter(pk=chat_id, runner_channel=channel, runner_connected=True)
+    if shown.update(runner_seen_at=seen):
+        return Beat(holds=True)
+    try:
+        with chats.change(chat_id, related=("current_attempt",)) as work:
+            chat = work.chat
+            holds = chat.runner_channel == channel
+            if holds:
+                chat.runner_seen_at = timezone.now()
+                work.touch_meta("runner_seen_at")
+                back(work)
+                drive.promote(work)  # with the chat shown back, in one write
+    except Chat.DoesNotExist:
+        return Beat(holds=False)
+    if not holds:
+        return Beat(holds=False)
+    return Beat(holds=True, change=work.done, messages=tuple(drive.sent(chat_id)))
 
 
-def disconnect(
-    chat_id: uuid.UUID, channel: str, left_at: datetime | None = None
-) -> ChatChange | None:
+def back(work: Work) -> None:
+    """The chat's runner is here, on the socket the chat names: connected, and in the turn the
+    server ended while it was away (if it did)."""
+    chat = work.chat
+    if not chat.runner_connected:
+        chat.runner_connected, chat.runner_left_at = True, None
+        work.touch_meta("runner_connected", "runner_left_at")
+    reopen(work)
+
+
+def disconnect(chat_id: uuid.UUID, channel: str) -> ChatChange | None:
     """A runner's socket closed. Only the latest socket of a chat decides its presence.
     None: the chat was deleted meanwhile."""
     try:
         with chats.change(chat_id) as work:
             chat = work.chat
             if chat.runner_channel == channel and chat.runner_connected:
-                chat.runner_connected, chat.runner_left_at = False, left_at or timezone.now()
+                chat.runner_connected, chat.runner_left_at = False, timezone.now()
                 work.touch_meta("runner_connected", "runner_left_at")
     except Chat.DoesNotExist:
         return None
     return work.done
 
 
-def sweep(now: float | None = None) -> list[ChatChange]:
-    """Mark silent runners gone; end the running turns of runners gone past the grace period."""
+def sweep(now: float | None = None, held: Collection[str] = frozenset()) -> list[ChatChange]:
+    """Mark silent runners gone; end the running turns of runners gone past the grace period.
+
+    ``held``: the runner sockets this process holds open (``held()``). Those are never counted
+    silent, nor their turns ended: a stalled process only looks silent, and their close (or
+    their heartbeat) says what they are. A socket held by no process here counts by its
+    silence: that process may have died without closing it."""
     now = time.time() if now is None else now
     cutoff = datetime.fromtimestamp(now, tz=UTC) - timedelta(seconds=settings.RUNNER_GRACE_SECONDS)
     silent = Chat.objects.filter(
         runner_connected=True,
         runner_seen_at__lt=datetime.fromtimestamp(now, tz=UTC) - timedelta(seconds=grace_silence()),
     ).values_list("pk", "runner_channel", "runner_seen_at")
-    changes = [c for pk, channel, seen in silent if (c := disconnect(pk, channel, seen))]
+    changes = [
+        c
+        for pk, channel, seen in silent
+        if channel not in held and (c := fell_silent(pk, channel, seen))
+    ]
     stale = Chat.objects.filter(
         runner_connected=False,
         runner_left_at__lt=cutoff,
         current_attempt__ended_at__isnull=True,
-    ).values_list("pk", flat=True)
-    changes += [abandon(pk, int(now * 1000)) for pk in stale]
+    ).values_list("pk", "runner_channel")
+    changes += [abandon(pk, int(now * 1000)) for pk, channel in stale if channel not in held]
     return [change for change in changes if change.changed]
+
+
+def fell_silent(chat_id: uuid.UUID, channel: str, seen: datetime | None) -> ChatChange | None:
+    """A sweep found the runner silent since ``seen``: gone since then, unless its heartbeat
+    came meanwhile (the sweep read it before taking the chat's lock). None: deleted."""
+    try:
+        with chats.change(chat_id) as work:
+            chat = work.chat
+            unchanged = chat.runner_channel == channel and chat.runner_seen_at == seen
+            if unchanged and chat.runner_connected:
+                chat.runner_connected, chat.runner_left_at = False, seen
+                work.touch_meta("runner_connected", "runner_left_at")
+    except Chat.DoesNotExist:
+        return None
+    return work.done
 
 
 def grace_silence() -> float:

@@ -1,9 +1,15 @@
-"""A turn's start and end as the runner reports them (and the turn of calls before any)."""
+"""A turn's start and end as the runner reports them (and the turn of calls before any).
+
+A turn the server ended ``runner_lost`` (``presence.abandon``: its runner gone past the grace
+period) was only the server's guess: the runner never said it ended. When the runner turns out
+to be there after all (its socket's heartbeat, a new hello: ``presence``), the turn is reopened
+(``reopen``); and a ``turn_ended`` for such a turn ends it as the runner says, like any other.
+"""
 
 from __future__ import annotations
 
 from activity import drive, usage
-from activity.calls import finish_turn
+from activity.calls import finish_turn, unfinish_turn
 from activity.contract import bound
 from activity.frames import TurnEnded, TurnStarted
 from activity.models import InferenceAttempt, Message
@@ -11,6 +17,7 @@ from activity.notes import add_note
 from activity.work import FrameError, Work
 
 BEFORE_ANY_PROMPT = "(what the agent did before the first prompt)"
+RUNNER_LOST = "runner_lost"  # the stop reason of a turn whose runner is gone past the grace
 
 
 def before_any_prompt(work: Work, at: int) -> InferenceAttempt:
@@ -65,8 +72,8 @@ def end_turn(work: Work, frame: TurnEnded) -> None:
         attempt = InferenceAttempt.objects.filter(pk=frame.attempt_id, chat=work.chat).first()
     if attempt is None:
         raise FrameError(f"no turn {frame.attempt_id} in this chat")
-    if attempt.ended_at is not None:
-        return
+    if attempt.ended_at is not None and attempt.stop_reason != RUNNER_LOST:
+        return  # the runner's own end came already
     attempt.ended_at, attempt.stop_reason = frame.at, frame.stop_reason
     attempt.usage = frame.usage
     work.touch(attempt, "ended_at", "stop_reason", "usage")
@@ -74,3 +81,18 @@ def end_turn(work: Work, frame: TurnEnded) -> None:
         add_note(work, f"The agent ended the turn with an error: {frame.error}")
     finish_turn(work, attempt, frame.stop_reason, frame.at)
     drive.turn_ended(work)  # the next queued message from the web goes
+
+
+def reopen(work: Work) -> None:
+    """The runner of the chat is there (its socket is open): if the server ended its current
+    turn ``runner_lost``, the runner is still in it — it never sent the turn's end, or that end
+    is on its way and ends the turn again, as the runner says. The turn runs again, with the
+    prompts the loss closed open again (``calls.unfinish_turn``), so the web's queued messages
+    wait for its real end (``drive.running``)."""
+    attempt = work.chat.current_attempt
+    if attempt is None or attempt.ended_at is None or attempt.stop_reason != RUNNER_LOST:
+        return
+    lost_at = attempt.ended_at
+    attempt.ended_at, attempt.stop_reason = None, ""
+    work.touch(attempt, "ended_at", "stop_reason")
+    unfinish_turn(work, attempt, lost_at)

@@ -1,4 +1,7 @@
-"""A background task in each server process: ends the turns of runners gone too long."""
+"""A background task in each server process: ends the turns of runners gone too long.
+
+It counts silent only the runner sockets this process does not hold (``presence.sweep``): its
+own are open as long as they are, however long the process itself was stalled (issue 23)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import logging
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from activity import broadcast, presence
+from activity import broadcast, faults, presence
 
 log = logging.getLogger(__name__)
 _task: asyncio.Task[None] | None = None
@@ -26,7 +29,8 @@ async def watch() -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            for change in await database_sync_to_async(presence.sweep)():
+            held = presence.held()  # the runner sockets this process holds: never "silent"
+            for change in await database_sync_to_async(presence.sweep)(held=held):
                 await broadcast.announce(change)
         except Exception:
-            log.exception("sweeping for runners that are gone failed")
+            faults.report(log, "sweeping for runners that are gone failed")

@@ -504,7 +504,7 @@ async def test_a_heartbeat_write_that_fails_is_retried_and_the_heartbeat_goes_on
     real_alive = presence.alive
     calls: list[str] = []
 
-    def alive(chat_id: uuid.UUID, channel: str) -> bool:
+    def alive(chat_id: uuid.UUID, channel: str) -> presence.Beat:
         calls.append("failed" if not calls else "written")
         if len(calls) == 1:  # not even a database error: a pool that timed out, say
             raise RuntimeError("couldn't get a connection after 30.00 sec")
