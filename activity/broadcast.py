@@ -49,7 +49,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from activity import groups, needs, pushes, watching
+from activity import faults, groups, needs, pushes, watching
 from activity.frames import CLOSE_UNAVAILABLE
 from activity.models import Chat
 from activity.work import ChatChange
@@ -258,7 +258,7 @@ async def changed(chat_id: uuid.UUID, since: int, version: int) -> None:
         else:  # no viewer here yet (or its room still joining the group): nothing to wait for
             await get_channel_layer().group_send(groups.chat(chat_id), message)
     except Exception:  # the change is committed: its viewers resync on the next push
-        log.exception("pushing chat %s failed; its viewers will resync", chat_id)
+        faults.report(log, "pushing chat %s failed; its viewers will resync", chat_id)
 
 
 def push_message(texts: list[str]) -> dict[str, Any]:

@@ -22,6 +22,13 @@ PREFIXES = {
     "call-duration": "call-duration-",
 }
 TURNS = "turns"  # the chat page's list of turns, where pushes append new turns
+CHAT_HEAD = "chat-head"  # the run's title, agent, mode, usage and runner
+DRIVE = "drive"  # what the web may do to the run, and the messages on their way to it
+RUN_FILTER = "run-filter"  # the filter bar: counts, chips, the jumps to a failure and a prompt
+# The regions of a chat page drawn from the chat at its version: a push brings each to the new
+# version, and an HTTP reload fetches each again (static/koruweb/live.js, REGIONS). Who is
+# watching is not versioned: it follows its own pushes (activity/watching.py).
+REGIONS = (CHAT_HEAD, RUN_FILTER, TURNS, DRIVE)
 
 
 def dom_id(kind: str, pk: uuid.UUID | str) -> str:

@@ -41,7 +41,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, QuerySet
 from django.template.loader import render_to_string
 
-from activity import access, groups, mentions, watching
+from activity import access, faults, groups, mentions, watching
 from activity import runs as runs_list
 from activity.models import Chat, Membership, Prompt
 from activity.work import ChatChange
@@ -202,7 +202,9 @@ async def announce(change: ChatChange) -> None:
         try:
             await tell(change, *await database_sync_to_async(said)(change))
         except Exception:  # committed: a needs socket catches up when it reconnects
-            log.exception("telling the needs sockets of workspace %s failed", change.workspace_id)
+            faults.report(
+                log, "telling the needs sockets of workspace %s failed", change.workspace_id
+            )
     if change.mentioned:
         await tell_mentions(change.mentioned, announced=True)
 
@@ -213,7 +215,9 @@ def announce_sync(change: ChatChange) -> None:
         try:
             async_to_sync(tell)(change, *said(change))
         except Exception:
-            log.exception("telling the needs sockets of workspace %s failed", change.workspace_id)
+            faults.report(
+                log, "telling the needs sockets of workspace %s failed", change.workspace_id
+            )
     if change.mentioned:
         tell_mentions_sync(change.mentioned, announced=True)
 
@@ -238,7 +242,7 @@ async def tell_mentions(user_ids: Iterable[int], announced: bool = False) -> Non
     try:
         await send_mentions(await database_sync_to_async(mentions_texts)(user_ids, announced))
     except Exception:  # committed: the pages catch up when their sockets reconnect
-        log.exception("telling people %s of their mentions failed", list(user_ids))
+        faults.report(log, "telling people %s of their mentions failed", list(user_ids))
 
 
 async def send_mentions(texts: dict[int, str]) -> None:
@@ -252,7 +256,7 @@ def tell_mentions_sync(user_ids: Iterable[int], announced: bool = False) -> None
     try:
         async_to_sync(send_mentions)(mentions_texts(user_ids, announced))
     except Exception:
-        log.exception("telling people %s of their mentions failed", list(user_ids))
+        faults.report(log, "telling people %s of their mentions failed", list(user_ids))
 
 
 async def tell(change: ChatChange, needs: str | None, run: str | None) -> None:

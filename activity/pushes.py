@@ -6,7 +6,9 @@ No push or catch-up is longer than ``settings.PUSH_MAX_BYTES`` (Daphne drops a m
 ``{"from": S, "to": T, "part": k, "parts": n, "content": …}``, applied in order, the page at T
 after the last. A single fragment that cannot fit (a huge reply) goes out as
 ``{"from": S, "to": T, "reload": true}``: the page fetches its regions over HTTP and asks for
-what changed since the version it got (``static/koruweb/live.js``). ``broadcast.py`` sends them.
+what changed since the version it got (``static/koruweb/live.js``). A page that says it shows
+a version the chat never reached (its database restored from a backup, or a forged message) is
+answered the same way, with ``"to"`` the chat's real version. ``broadcast.py`` sends them.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
-from activity import access, dom, reads
+from activity import access, dom, filters, reads
 
 log = logging.getLogger(__name__)
 PARTS = "activity/parts.html"
@@ -54,7 +56,15 @@ def fragments(c: reads.Changes) -> list[str]:
     ]
     if c.rows:
         parts.append(render_to_string(f"{PARTS}#push-rows", {**ctx, "rows": c.rows}))
+    if c.panel is not None:
+        parts.append(filter_bar(c.panel))
     return parts
+
+
+def filter_bar(panel: filters.Panel) -> str:
+    """The chat page's filter bar at the push's version, as a fresh page draws it (a region)."""
+    context = {**panel.context(), "turns_id": dom.TURNS, "oob": True}
+    return render_to_string("activity/long.html#filter-bar", context)
 
 
 def render_changes(chat_id: uuid.UUID, since: int) -> tuple[str, int]:
@@ -72,7 +82,9 @@ def render_push(chat_id: uuid.UUID, since: int) -> list[str]:
     longer than ``PUSH_MAX_BYTES``: one push (one render, as ever) when the change fits, else
     its parts, else one telling the page to fetch its regions over HTTP."""
     c = reads.changes(chat_id, since)
-    to = max(c.version, since)
+    if since > c.version:  # the page says it is ahead of the database: it fetches the truth
+        return [json.dumps({"from": since, "to": c.version, "reload": True})]
+    to = c.version
     text = push_text(since, to, "".join(fragments(c)))
     if len(text) <= settings.PUSH_MAX_BYTES:  # ASCII (json.dumps escapes the rest): len = bytes
         return [text]
@@ -88,17 +100,19 @@ class Unit:
     html: str
     wrap: str = ""  # "push-new-rows" (appended to the turn ``key``) or "push-rows" (morphed)
     key: str = ""
+    opens: str = ""  # a new turn's section: the turn whose rows may only follow in a later part
 
 
 def units(c: reads.Changes) -> Iterator[Unit]:
     """``fragments(c)`` cut as fine as a page can apply them: a new turn's section comes
-    without its rows, which follow it one by one."""
+    without its rows, which follow it one by one (``split`` keeps them out of its part)."""
     ctx = {"chat": c.chat, "oob": True}
     if c.meta:
         yield Unit(render_to_string(f"{PARTS}#chat-head", ctx))
     for turn in c.new_turns:
         shell = {"turns": [replace(turn, rows=[])], "turns_id": dom.TURNS}
-        yield Unit(render_to_string(f"{PARTS}#push-new-turns", shell))
+        opens = str(turn.attempt.pk)
+        yield Unit(render_to_string(f"{PARTS}#push-new-turns", shell), opens=opens)
         for row in turn.rows:
             yield new_row(row)
     for t in c.turns:
@@ -112,6 +126,8 @@ def units(c: reads.Changes) -> Iterator[Unit]:
         yield from map(new_row, turn_rows)
     for row in c.rows:
         yield Unit(render_to_string(f"{PARTS}#tool-row", {**ctx, "row": row}), "push-rows")
+    if c.panel is not None:
+        yield Unit(filter_bar(c.panel))
 
 
 def new_row(row: Any) -> Unit:
@@ -131,12 +147,18 @@ def wrapper(wrap: str, key: str, rows_html: str) -> str:
 
 def split(since: int, to: int, pieces: list[Unit], limit: int) -> list[str]:
     """The parts of a change, each with its versions and place, each at most ``limit`` bytes;
-    or, if one piece cannot fit, the word to fetch the regions over HTTP."""
+    or, if one piece cannot fit, the word to fetch the regions over HTTP.
+
+    A row appended to a new turn never shares a part with the turn's section: htmx looks up
+    every out-of-band target of a message before it swaps any, so rows appended to a list that
+    the same message brings find no target and are dropped without a word (a page that said
+    Live would lack a new turn's first calls for good)."""
     reload = [json.dumps({"from": since, "to": to, "reload": True})]
     envelope = len(json.dumps({"from": since, "to": to, "part": 10**9, "parts": 10**9}))
     budget = limit - envelope - len(', "content": ""')
     overhead: dict[tuple[str, str], int] = {}
     parts: list[list[Unit]] = [[]]
+    opened: set[str] = set()  # the new turns whose sections are in the part being filled
     size = 0
     for piece in pieces:
         cost = encoded(piece.html)
@@ -150,12 +172,15 @@ def split(since: int, to: int, pieces: list[Unit], limit: int) -> list[str]:
         last = parts[-1][-1] if parts[-1] else None
         if last is None or (last.wrap, last.key) != group or not piece.wrap:
             cost += opens
-        if size + cost > budget:
+        if size + cost > budget or (piece.wrap == "push-new-rows" and piece.key in opened):
             parts.append([])
+            opened = set()
             size = 0
             cost = encoded(piece.html) + opens
         parts[-1].append(piece)
         size += cost
+        if piece.opens:
+            opened.add(piece.opens)
     texts = []
     for number, part in enumerate(parts, 1):
         content = "".join(assemble(part))

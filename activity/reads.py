@@ -1,9 +1,12 @@
 """What a chat page and its pushes show, loaded in a fixed number of queries.
 
 The page shows a chat at one version V: every object created at or before V (``created_version``
-≤ V), in its latest state. A push from version S brings a page to the chat's current version T:
-what changed after S, with what was created after S marked new (it is appended, not morphed).
-Objects created after T are left for the next push, so nothing is ever appended twice.
+≤ V), in its latest state, and its filter bar's counts and jumps over those same objects. A push
+from version S brings a page to the chat's current version T: what changed after S, with what
+was created after S marked new (it is appended, not morphed), and the filter bar drawn again
+at T when a row or a prompt changed. Objects created after T are left for the next push, so
+nothing is ever appended twice; what changes after T is in the next push too, so each region
+ends as a fresh load at the last version draws it (README "Live updates").
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, F, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
+from activity import filters
 from activity.models import Chat, Comment, InferenceAttempt, Message, Prompt, ToolActivity
 
 LIVE_ROWS = 300  # a live page shows a turn's latest calls; the turn page shows them all
@@ -41,6 +45,19 @@ class Changes:
     replies: list[Message]
     new_rows: list[ToolActivity]
     rows: list[ToolActivity]
+    # The filter bar at ``version``, when a row or a prompt changed since (counts, jumps); a
+    # push is one render for every viewer, so it is the bar of a page with no filter.
+    panel: filters.Panel | None = None
+
+
+@dataclass
+class Page:
+    """What a chat page shows of its chat, all at one ``version``: its turns (rows, prompts,
+    replies) and its filter bar."""
+
+    version: int
+    turns: list[Turn]
+    panel: filters.Panel
 
 
 def with_prompts(rows: list[ToolActivity]) -> list[ToolActivity]:
@@ -87,10 +104,13 @@ def turns(
     return list(result.values())
 
 
-def page(chat: Chat, where: Q | None = None) -> tuple[int, list[Turn]]:
+def page(chat: Chat, chosen: filters.CallFilter) -> Page:
+    """The chat page at the chat's version, with the calls ``chosen`` keeps."""
     version = chat.version
     attempts = chat.attempts.filter(created_version__lte=version)
-    return version, turns(chat, attempts, version, where)
+    where = chosen.where() if chosen.active else None
+    bar = filters.panel(chat.pk, chosen, version, LIVE_ROWS)
+    return Page(version, turns(chat, attempts, version, where), bar)
 
 
 def changes(chat_id: uuid.UUID, since: int) -> Changes:
@@ -125,6 +145,9 @@ def changes(chat_id: uuid.UUID, since: int) -> Changes:
             chat=chat, version__gt=since, created_version__lte=upto
         ).exclude(attempt__in=new_ids)
         rows_list = with_prompts(list(rows.order_by("position")))
+    panel = None
+    if since_kind["rows"] > since:  # a prompt moves rows_version too (activity/work.py)
+        panel = filters.panel(chat.pk, filters.unfiltered(), upto, LIVE_ROWS)
     return Changes(
         chat=chat,
         since=since,
@@ -135,6 +158,7 @@ def changes(chat_id: uuid.UUID, since: int) -> Changes:
         replies=replies,
         new_rows=[r for r in rows_list if r.created_version > since],
         rows=[r for r in rows_list if r.created_version <= since],
+        panel=panel,
     )
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -39,20 +40,14 @@ def runs(request: HttpRequest) -> HttpResponse:
 @login_required
 def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
     found = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
-    chosen = filters.CallFilter(request.GET)
-    version, turns = reads.page(found, chosen.where() if chosen.active else None)
-    counts = filters.facets(found.tool_activities.all(), chosen)
-    failure, waiting = filters.jumps(found.pk, chosen, [r for t in turns for r in t.rows], counts)
+    shown = reads.page(found, filters.CallFilter(request.GET))  # one version, every region
     context = {
         "chat": found,
-        "turns": turns,
-        "chosen": chosen,
-        "facets": counts,
-        "jump_failure": failure,
-        "jump_waiting": waiting,
-        "filter_query": chosen.query() if chosen.active else "",
+        "turns": shown.turns,
+        **shown.panel.context(),
         "turns_id": dom.TURNS,
-        "version": version,
+        "version": shown.version,
+        "quiet_ms": settings.PAGE_QUIET_MS,
         "watching": watching.on_page(found.pk, request.user),
         "can_answer": access.can_answer(request.user, found),
         "can_manage": access.role_in(request.user, found.workspace_id) == Role.ADMIN,

@@ -289,6 +289,9 @@ RUNNER_HEARTBEAT_SECONDS = envint("RUNNER_HEARTBEAT_SECONDS", 15, minimum=1)
 # How often each open chat page's socket renews its "watching" entry; one not renewed for 2.5
 # heartbeats (its process was killed) is gone, and each process looks again this often.
 WATCHING_HEARTBEAT_SECONDS = envint("WATCHING_HEARTBEAT_SECONDS", 10, minimum=1)
+# How long a chat page hears nothing (no push, not even a heartbeat's version) before it asks
+# the server for what changed since the version it shows (README "Live updates").
+PAGE_QUIET_MS = envint("PAGE_QUIET_MS", WATCHING_HEARTBEAT_SECONDS * 2500, minimum=100)
 # `manage.py prune_runs` deletes runs created more than this many days ago; 0 keeps them forever.
 RETENTION_DAYS = envint("RETENTION_DAYS", 0, minimum=0)
 

@@ -195,11 +195,13 @@ class Server(Daphne):
         redis: bool = False,
         grace: int | None = None,
         env: dict[str, str] | None = None,
+        app: str = APP,
     ) -> None:
-        """``env``: more settings for the child, e.g. ``{"WATCHING_HEARTBEAT_SECONDS": "1"}``."""
+        """``env``: more settings for the child, e.g. ``{"WATCHING_HEARTBEAT_SECONDS": "1"}``;
+        ``app``: another ASGI application than koruweb's (one that wraps it for a test)."""
         extra = {"DATABASE_URL": database_url(), "PYTHONPATH": str(BASE_DIR)}
         if redis:
             extra["REDIS_URL"] = REDIS_URL
         if grace is not None:
             extra["RUNNER_GRACE_SECONDS"] = str(grace)
-        super().__init__(log, child_env(**{**extra, **(env or {})}))
+        super().__init__(log, child_env(**{**extra, **(env or {})}), app)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import uuid
 from collections.abc import Callable
 
@@ -13,12 +14,15 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.contrib.auth.models import User
 from django.db import connections
+from django.test import Client
 
-from activity import broadcast, groups, presence, pushes
+from activity import broadcast, dom, filters, groups, presence, pushes
 from activity.frames import runner_frame
 from activity.ingest import ingest
 from activity.models import Chat, Workspace
+from activity.reads import LIVE_ROWS
 from tests import frames
 from tests.factories import HeldPage
 
@@ -152,12 +156,21 @@ def test_a_push_looks_only_for_the_kinds_that_changed_and_misses_none():
             turns_version=version, replies_version=version, rows_version=version
         )
 
+    def filter_bar_queries() -> int:
+        version = Chat.objects.get(pk=chat_id).version
+        with CaptureQueriesContext(connection) as queries:
+            filters.panel(chat_id, filters.unfiltered(), version, LIVE_ROWS)
+        return len(queries)
+
     start = step(frames.tool_call(2, "c1", "Read a.py", status="pending"))
     text_since = step(frames.say(3, "Reading."))
     text, text_queries = render(text_since)
-    assert "Reading." in text and "Read a.py" not in text
+    assert "Reading." in text and "Read a.py" not in text and "run-filter" not in text
     every_kind_changed_at_the_last_version()
-    assert render(text_since) == (text, text_queries + 2)  # it looked for turns and rows too
+    looked, looked_queries = render(text_since)
+    # It looked for turns and rows too, and drew the filter bar again: a row may have changed.
+    assert looked.startswith(text) and 'id="run-filter"' in looked.removeprefix(text)
+    assert looked_queries == text_queries + 2 + filter_bar_queries() <= text_queries + 6
     row_since = step(frames.tool_update(4, "c1", status="completed"))
     row, row_queries = render(row_since)
     assert "Succeeded" in row and "Reading." not in row
@@ -216,6 +229,8 @@ class Node:
     def __str__(self) -> str:
         shown = {k: v for k, v in self.attrs.items() if k != "hx-swap-oob"}
         attrs = "".join(f' {k}="{v}"' if v is not None else f" {k}" for k, v in shown.items())
+        if self.tag in VOID:  # an <input> of the filter bar has no end tag
+            return f"<{self.tag}{attrs}>"
         return f"<{self.tag}{attrs}>{''.join(map(str, self.children))}</{self.tag}>"
 
     def find(self, element_id: str) -> tuple[Node, int] | None:
@@ -263,19 +278,20 @@ def oob(node: Node) -> list[Node]:
 
 
 def apply_push(page: Node, content: str) -> None:
-    """What htmx does with a push's out-of-band fragments."""
+    """What htmx does with a push's out-of-band fragments: it looks up every target on the page
+    first, then swaps; a target the page lacks is skipped without a word (asserted here)."""
+    swaps = []
     for element in oob(parse(content)):
         how = element.attrs["hx-swap-oob"] or ""
+        target_id = element.attrs["id"] if how == "outerMorph" else how.removeprefix("beforeend:#")
+        assert how == "outerMorph" or how.startswith("beforeend:#"), how
+        found = page.find(target_id or "")
+        assert found, f"no #{target_id} on the page before the push"
+        swaps.append((how, element, *found))
+    for how, element, parent, i in swaps:
         if how == "outerMorph":
-            found = page.find(element.attrs["id"] or "")
-            assert found, f"no #{element.attrs['id']} on the page"
-            parent, i = found
             parent.children[i] = element
         else:
-            assert how.startswith("beforeend:#"), how
-            found = page.find(how.removeprefix("beforeend:#"))
-            assert found, how
-            parent, i = found
             target = parent.children[i]
             assert isinstance(target, Node)
             target.children += element.children
@@ -283,7 +299,8 @@ def apply_push(page: Node, content: str) -> None:
 
 def blank_page() -> Node:
     return parse(
-        '<section id="chat-head"></section><div id="turns"></div><section id="drive"></section>'
+        '<section id="chat-head"></section><section id="run-filter"></section>'
+        '<div id="turns"></div><section id="drive"></section>'
     )
 
 
@@ -361,6 +378,78 @@ def test_changed_and_new_rows_of_a_turn_the_page_shows_arrive_in_parts_that_buil
     at_once, _ = built_by(parse(str(page_then)), [pushes.push_text(since, version, single)], since)
     assert shown == version and from_parts == at_once
     assert from_parts.count(">Succeeded<") == 10 and from_parts.count('<tr id="tool-') == 40
+
+
+def test_a_new_turn_in_parts_reaches_the_page_with_every_call_it_brought(settings):
+    """Two turns: the second starts and makes its calls while the page looks away; the parts
+    that bring it bring every one of its calls, not only those after its section's part."""
+    settings.PUSH_MAX_BYTES = 12_000  # a turn's section and a few calls fit in one part
+    chat_id = async_to_sync(new_chat)()
+    attempt = uuid.uuid4()
+    ingest(chat_id, [runner_frame.validate_python(f) for f in many_calls(2, 5)])
+    page_then = blank_page()
+    _, since = built_by(page_then, pushes.render_push(chat_id, 0), 0)
+
+    burst = [frames.turn_ended(7, Chat.objects.get(pk=chat_id).attempts.get().pk)]
+    burst += [frames.turn_started(8, attempt, uuid.uuid4(), prompt="Now the slow tests")]
+    burst += many_calls(9, 30, turn="b")
+    ingest(chat_id, [runner_frame.validate_python(f) for f in burst])
+    texts = pushes.render_push(chat_id, since)
+    single, version = pushes.render_changes(chat_id, since)
+
+    assert len(texts) > 3 and all(len(t) <= settings.PUSH_MAX_BYTES for t in texts)
+    from_parts, shown = built_by(parse(str(page_then)), texts, since)
+    at_once, _ = built_by(parse(str(page_then)), [pushes.push_text(since, version, single)], since)
+    assert shown == version and from_parts == at_once
+    assert from_parts.count('<tr id="tool-') == 35
+
+
+def regions_of(html: str) -> dict[str, str]:
+    """Each region of a chat page (activity/dom.py, REGIONS) as it stands: what differs between
+    viewers left out (a form's CSRF token on a page, the link to its own page in a push) and
+    the whitespace between elements, which no one sees."""
+    page, drawn = parse(html), {}
+    for region in dom.REGIONS:
+        found = page.find(region)
+        assert found, f"no #{region}"
+        parent, i = found
+        text = str(parent.children[i])
+        text = re.sub(r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]*">', "", text)
+        text = re.sub(r'<a class="own-page" href="[^"]*">[^<]*</a>', "", text)
+        drawn[region] = re.sub(r">\s+<", "><", text)
+    return drawn
+
+
+def test_a_catch_up_from_nothing_draws_every_region_as_a_fresh_page_does():
+    chat_id = async_to_sync(new_chat)()
+    attempt = Chat.objects.get(pk=chat_id).attempts.get().pk
+    plan = {"content": "Find the flaky test", "priority": "high", "status": "in_progress"}
+    usage = {"sessionUpdate": "usage_update", "used": 12_345, "size": 200_000}
+    raw = [
+        frames.update(2, {"sessionUpdate": "plan", "entries": [plan]}),
+        frames.update(3, {**usage, "cost": {"amount": 0.5, "currency": "USD"}}),
+        frames.tool_call(4, "c1", "Read a.py", kind="read", status="completed"),
+        frames.tool_call(5, "c2", "Run pytest", kind="execute", status="failed"),
+        frames.tool_call(6, "c3", "Run rm -rf build", kind="execute"),
+        frames.permission(7, 1, "c3", "Run rm -rf build"),
+        frames.say(8, "The clock is **mocked** twice."),
+    ]
+    ingest(chat_id, [runner_frame.validate_python(f) for f in raw])
+    client = Client()
+    client.force_login(User.objects.create_superuser("root"))
+
+    waiting = []
+    for step in ([], [frames.outcome(9, 1, "reject")], [frames.turn_ended(10, attempt)]):
+        ingest(chat_id, [runner_frame.validate_python(f) for f in step])
+        page, version = built_by(blank_page(), pushes.render_push(chat_id, 0), 0)
+        fresh = client.get(f"/chats/{chat_id}/").content.decode()
+        assert f'data-version="{version}"' in fresh
+        drawn = regions_of(page)
+        assert drawn == regions_of(fresh)
+        assert "Jump to the next failure" in drawn["run-filter"] and "$0.50" in drawn["chat-head"]
+        assert "Find the flaky test" in drawn["turns"] and "<strong>mocked</strong>" in page
+        waiting.append("waiting for a person" in drawn["run-filter"])
+    assert waiting == [True, False, False]
 
 
 def test_a_change_that_fits_is_one_push_rendered_once_as_before(settings, monkeypatch):

@@ -269,6 +269,26 @@ async def test_a_viewer_sees_rows_appear_and_change_and_catches_up_by_version(ac
         await agent.disconnect()
 
 
+async def test_a_page_ahead_of_the_chat_is_told_the_chats_real_version_and_to_fetch_it(
+    acme_viewer,
+):
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    agent = await runner(token, chat_id)
+    await send_all(agent, *opening(attempt, reply))
+    watch = await viewer(acme_viewer, chat_id)
+    assert (await watch.connect())[0]
+    try:
+        await watch.send_json_to({"since": 0})
+        version = (await watch.receive_json_from(timeout=5))["to"]
+        await watch.send_json_to({"since": version + 1000})  # a version the chat never had
+        answer = await watch.receive_json_from(timeout=5)
+        assert answer == {"from": version + 1000, "to": version, "reload": True}
+    finally:
+        await watch.disconnect()
+        await agent.disconnect()
+
+
 async def test_a_catch_up_many_times_the_push_bound_comes_in_parts_that_chain(
     settings, acme_viewer
 ):

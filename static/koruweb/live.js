@@ -4,12 +4,16 @@
 // version it shows. A change too big for one message comes in parts ("part" k of "parts"),
 // applied in order; a page whose parts were broken off, or told to ("reload"), fetches its
 // regions over HTTP instead and asks for what changed since the version it got. The list of
-// who is watching ({"watching": html}) comes beside the chain, with no version.
+// who is watching ({"watching": html}) comes beside the chain, with no version. A socket the
+// server closes because this person may no longer watch (activity/revoke.py: signed out, no
+// longer a member, the run deleted) ends the page's live life: the pill says why, and it stops.
 (() => {
   const live = document.getElementById("live");
   if (!live) return;
   const status = document.getElementById("connection");
-  const REGIONS = ["chat-head", "run-filter", "turns", "drive"]; // what a reload fetches: everything a push changes
+  // What a reload fetches: every region drawn at the page's version (activity/dom.py, REGIONS).
+  const REGIONS = ["chat-head", "run-filter", "turns", "drive"];
+  const QUIET = Number(live.dataset.quietMs) || 0; // ms with no push before the page asks again
   const WORDS = {
     connecting: "Connecting…",
     live: "Live",
@@ -23,9 +27,12 @@
   let asked = false;
   let reloading = false;
   let connection = null;
+  let ended = false; // the server closed the socket for good: nothing changes the pill again
+  let quiet = null; // the timer of a page that has heard no push for QUIET ms
 
   // One state, on the page and for scripts and styles: live, updating, reconnecting, ….
   const show = (state, detail = "") => {
+    if (ended) return;
     document.body.dataset.connection = state;
     if (!status) return;
     status.dataset.state = state;
@@ -36,11 +43,25 @@
   const settled = () => show(asked || parts || reloading ? "updating" : "live");
 
   const ask = () => {
+    if (ended) return;
     if (connection?.socket?.readyState !== WebSocket.OPEN) return show("reconnecting"); // asks once back
     if (parts) return reload(); // parts of a change are on the page, the rest never came
     asked = true;
     show("updating");
     connection.socket.send(JSON.stringify({ since: shown }));
+  };
+  // A page that hears nothing for QUIET ms — no push, not even a heartbeat's version
+  // (activity/broadcast.py) — confirms the version it shows: the server answers with what it
+  // missed, or with nothing ({"from": V, "to": V}). Quietly: the pill stays as it is.
+  const confirm = () => {
+    hear();
+    if (ended || reloading || connection?.socket?.readyState !== WebSocket.OPEN) return;
+    if (parts) return reload(); // the rest of a change never came
+    connection.socket.send(JSON.stringify({ since: shown }));
+  };
+  const hear = () => {
+    clearTimeout(quiet);
+    if (QUIET > 0 && !ended) quiet = setTimeout(confirm, QUIET);
   };
   const skip = (event) => {
     event.detail.cancelled = true;
@@ -50,7 +71,7 @@
   // The regions as the server renders them now, over HTTP (no message limit there), morphed in
   // place like a push: what a person opened stays open.
   const reload = async () => {
-    if (reloading) return;
+    if (reloading || ended) return;
     reloading = true;
     parts = null;
     show("updating", "loading a large change");
@@ -76,15 +97,49 @@
     }
   };
 
-  live.addEventListener("htmx:ws:before:connection", () => {
+  // Why the server closed the socket for good (the close codes of activity/frames.py), said in
+  // the pill (a live region), with what to do about it.
+  const isolated = (text) => Object.assign(document.createElement("bdi"), { textContent: text });
+  const signIn = () => {
+    const link = document.createElement("a");
+    link.href = `/accounts/login/?next=${encodeURIComponent(location.pathname + location.search)}`;
+    link.textContent = "sign in again";
+    return ["Signed out — ", link, " to keep watching"];
+  };
+  const workspace = () => document.querySelector("#chat-head .workspace")?.textContent.trim() || "this workspace";
+  const WHY = {
+    4401: signIn,
+    4403: () => ["No longer a member of ", isolated(workspace())],
+    4410: () => ["This run was deleted"],
+  };
+  const end = (code, ending) => {
+    // Without this, htmx would wait for a hidden tab to be shown and then connect again.
+    if (ending?.config) ending.config.pauseOnBackground = false;
+    ended = true;
+    clearTimeout(quiet);
+    document.body.dataset.connection = "ended";
+    if (!status) return;
+    status.dataset.state = "ended";
+    status.dataset.why = String(code);
+    status.querySelector(".words").replaceChildren(...WHY[code]());
+  };
+
+  live.addEventListener("htmx:ws:before:connection", (event) => {
+    if (ended) {
+      event.detail.connection.cancelled = true; // never again on this page
+      return;
+    }
     if (document.body.dataset.connection !== "connecting") show("reconnecting");
   });
   live.addEventListener("htmx:ws:after:connection", (event) => {
     connection = event.detail.connection;
     ask();
+    hear();
   });
   live.addEventListener("htmx:ws:close", (event) => {
     asked = false;
+    if (ended) return;
+    if (WHY[event.detail.code]) return end(event.detail.code, event.detail.connection);
     const codes = htmx.config.ws?.reconnectCodes || [];
     const retried = event.detail.code === null || codes.includes(event.detail.code);
     show(retried || document.hidden ? "reconnecting" : "offline");
@@ -104,6 +159,7 @@
       htmx.swap({ sourceElement: live, target: live, swap: "none", text: push.watching, transition: false });
       return;
     }
+    hear();
     applying = null;
     if (reloading) return skip(event); // the reload brings all of it
     if (parts) {
@@ -114,6 +170,10 @@
       skip(event);
       if (push.to <= shown) return; // an old push: nothing in it is new
       return reload(); // its parts were broken off: some are on the page, some never will be
+    }
+    if (push.reload && push.from === shown && push.to < shown) {
+      skip(event); // the page is ahead of the server's database (a version it never had)
+      return reload();
     }
     if (push.to <= shown) {
       asked = false; // what we asked about has come (or nothing had changed)

@@ -5,11 +5,13 @@
   const bar = () => document.getElementById("run-filter");
   const filtered = () => bar()?.dataset.filtered === "true";
 
-  // Pushes are rendered once for every viewer, unfiltered. On a filtered page a push that
-  // brings or changes calls becomes "fetch your regions over HTTP" (live.js), which fetches
-  // this page with its query: the server's filter decides what shows, new calls that match
-  // appear, and the counts stay true. Captured on the document, before live.js sees the push.
-  const ROW = /id="tool-[0-9a-f-]{36}"/;
+  // Pushes are rendered once for every viewer, unfiltered. On a filtered page (or one whose
+  // filter cannot apply) a push that brings or changes calls, a turn or the filter bar's counts
+  // becomes "fetch your regions over HTTP" (live.js), which fetches this page with its query:
+  // the server's filter decides what shows, new calls that match appear, a new turn says when
+  // none does, and the counts and jumps are this filter's. Captured on the document, before
+  // live.js sees the push.
+  const ROW = /id="(?:tool-[0-9a-f-]{36}|turn-[0-9a-f-]{36}|run-filter)"/;
   document.addEventListener(
     "htmx:ws:before:message:incoming",
     (event) => {
