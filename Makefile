@@ -12,10 +12,11 @@ KORUWEB_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 PYTEST_WORKERS ?= -n 2 --dist loadfile
 export KORUWEB_TEST_REDIS_URL
 # Unit tests in which the database is not what is tested (the runner needs none; watching is
-# kept in the cache and only reads a chat and its members; the proxy is TCP): the PostgreSQL
-# pass leaves them out.
+# kept in the cache and only reads a chat and its members; the proxy is TCP; masking and
+# logging are pure): the PostgreSQL pass leaves them out.
 NO_DATABASE := tests/test_runner_web.py tests/test_runner_link.py tests/test_runner_setup.py \
-	tests/test_outbox.py tests/test_host_process.py tests/test_watching.py tests/test_proxy.py
+	tests/test_runner_ids.py tests/test_outbox.py tests/test_host_process.py tests/test_watching.py \
+	tests/test_proxy.py tests/test_faults.py tests/test_secrets_linear.py
 
 .PHONY: run run-team test setup lint pytest clean
 
