@@ -27,6 +27,7 @@ from activity import chats, groups
 from activity.contract import ChoiceIntent, bound
 from activity.frames import Answer
 from activity.models import InferenceAttempt, Prompt, PromptKind, ToolActivity
+from activity.refusals import Refusal
 from activity.work import ChatChange, Work
 
 DECISION_WORDS = {
@@ -35,14 +36,6 @@ DECISION_WORDS = {
     ChoiceIntent.REJECT_ONCE: "Rejected",
     ChoiceIntent.REJECT_ALWAYS: "Always rejected",
 }
-
-
-class Refusal(Exception):
-    """An answer that changes nothing, with the reason a person reads."""
-
-    def __init__(self, message: str, status: int = 409) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)

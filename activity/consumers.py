@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import uuid
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -37,14 +37,15 @@ def header(scope: dict[str, Any], name: bytes) -> str:
 
 
 class Relay(AsyncWebsocketConsumer):
-    """Skips Channels' per-message ``close_old_connections`` hop (PERF.md): it waits for the
-    one shared database thread, so frames would queue behind ingest and never batch. These
-    consumers reach the database only through ``database_sync_to_async``, which does its own.
+    """Skips Channels' per-message ``close_old_connections`` hop
+    (docs/gotchas.md#channels-hops-to-a-thread-per-message): it waits for the one shared
+    database thread, so frames would queue behind ingest and never batch. These consumers
+    reach the database only through ``database_sync_to_async``, which does its own.
 
     A consumer whose channel layer or database fails (Redis or PostgreSQL away) closes its
     socket with ``CLOSE_UNAVAILABLE`` — the other side reconnects, and nothing it sent was
-    refused — and
-    what ``disconnect`` would have undone is undone all the same (STACK.md G21).
+    refused — and what ``disconnect`` would have undone is undone all the same
+    (docs/gotchas.md#tasks-outlive-their-socket).
     """
 
     disconnected = False
@@ -72,14 +73,32 @@ class Relay(AsyncWebsocketConsumer):
         await handler(message)
 
 
-class AgentConsumer(Relay):
-    """``/ws/agent/``: a runner's socket, relayed to its ``pipeline.RunnerSession``."""
+class Session(Protocol):
+    """What a token's socket relays to: ``pipeline.RunnerSession`` or ``hosts.HostSession``."""
 
-    session: RunnerSession | None = None
+    async def start(self) -> None: ...
+
+    async def receive(self, text: str | None) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def end_tasks(self) -> None: ...
+
+
+class TokenRelay[S: Session](Relay):
+    """A socket a token of ``kind`` opens, relayed to the session it makes (``new_session``); it
+    is also what the session sends through and the groups it joins. The session's heartbeat
+    ends with the consumer, even with one that dies without ``disconnect`` (an exception in
+    its loop): a dead runner or host never looks connected
+    (docs/gotchas.md#tasks-outlive-their-socket)."""
+
+    kind: ClassVar[TokenKind]
+    session: S | None = None
+
+    def new_session(self, workspace_id: uuid.UUID, token_id: int) -> S:
+        raise NotImplementedError
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """The session's heartbeat ends with the consumer, even with one that dies without
-        ``disconnect`` (an exception in its loop): a dead runner never looks connected (G21)."""
         try:
             await super().__call__(scope, receive, send)
         finally:
@@ -89,22 +108,20 @@ class AgentConsumer(Relay):
     async def connect(self) -> None:
         await self.accept()  # accept, then close with a code: never an endless retry loop
         authorization = header(self.scope, b"authorization")
-        token = await database_sync_to_async(AgentToken.authenticate)(authorization)
+        token = await database_sync_to_async(AgentToken.authenticate)(authorization, self.kind)
         if token is None:
-            await self.close(code=CLOSE_UNAUTHORIZED, reason="a valid agent token is required")
+            reason = f"a valid {self.kind.value} token is required"
+            await self.close(code=CLOSE_UNAUTHORIZED, reason=reason)
             return
-        self.session = RunnerSession(token.workspace_id, token.pk, self)
+        self.session = self.new_session(token.workspace_id, token.pk)
         await self.session.start()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.session is not None:
             await self.session.receive(text_data)
 
-    async def runner_answer(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=event["text"])
-
     async def token_revoked(self, event: dict[str, Any]) -> None:
-        await self.close(code=CLOSE_UNAUTHORIZED, reason="the agent token was revoked")
+        await self.close(code=CLOSE_UNAUTHORIZED, reason=f"the {self.kind.value} token was revoked")
 
     async def disconnect(self, code: int) -> None:
         if self.session is not None:
@@ -120,52 +137,30 @@ class AgentConsumer(Relay):
         await self.channel_layer.group_discard(group, self.channel_name)
 
 
-class HostConsumer(Relay):
+class AgentConsumer(TokenRelay[RunnerSession]):
+    """``/ws/agent/``: a runner's socket, relayed to its ``pipeline.RunnerSession``."""
+
+    kind = TokenKind.AGENT
+
+    def new_session(self, workspace_id: uuid.UUID, token_id: int) -> RunnerSession:
+        return RunnerSession(workspace_id, token_id, self)
+
+    async def runner_answer(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["text"])
+
+
+class HostConsumer(TokenRelay[HostSession]):
     """``/ws/host/``: an agent host's socket (a host token only), relayed to its
-    ``hosts.HostSession``; its heartbeat ends with the consumer (G21)."""
+    ``hosts.HostSession``."""
 
-    host: HostSession | None = None
+    kind = TokenKind.HOST
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            if self.host is not None:
-                self.host.end_tasks()
-
-    async def connect(self) -> None:
-        await self.accept()
-        authorization = header(self.scope, b"authorization")
-        token = await database_sync_to_async(AgentToken.authenticate)(authorization, TokenKind.HOST)
-        if token is None:
-            await self.close(code=CLOSE_UNAUTHORIZED, reason="a valid host token is required")
-            return
-        self.host = HostSession(token.workspace_id, token.pk, self)
-        await self.host.start()
-
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.host is not None:
-            await self.host.receive(text_data)
+    def new_session(self, workspace_id: uuid.UUID, token_id: int) -> HostSession:
+        return HostSession(workspace_id, token_id, self)
 
     async def host_ask(self, event: dict[str, Any]) -> None:
-        if self.host is not None:
-            await self.host.ask(event)
-
-    async def token_revoked(self, event: dict[str, Any]) -> None:
-        await self.close(code=CLOSE_UNAUTHORIZED, reason="the host token was revoked")
-
-    async def disconnect(self, code: int) -> None:
-        if self.host is not None:
-            await self.host.stop()
-
-    async def send_text(self, text: str) -> None:
-        await self.send(text_data=text)
-
-    async def join(self, group: str) -> None:
-        await self.channel_layer.group_add(group, self.channel_name)
-
-    async def leave(self, group: str) -> None:
-        await self.channel_layer.group_discard(group, self.channel_name)
+        if self.session is not None:
+            await self.session.ask(event)
 
 
 ASKED_MAX_CHARS = 200  # a page's resync request, {"since": N}, is a few dozen characters
@@ -244,7 +239,8 @@ class ViewerConsumer(Browser):
     watch: watching.Watch | None = None  # this page among the chat's watchers
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Its watching entry's renewals end with the consumer, however it ends (G21)."""
+        """Its watching entry's renewals end with the consumer, however it ends
+        (docs/gotchas.md#tasks-outlive-their-socket)."""
         try:
             await super().__call__(scope, receive, send)
         finally:

@@ -49,20 +49,13 @@ from activity.frames import (
     WebRefused,
 )
 from activity.models import Chat, InferenceAttempt, WebPrompt, WebPromptStatus
+from activity.refusals import Refusal
 from activity.work import ChatChange, Work
 
 Status = WebPromptStatus
 # A batch with one of these may have made a queued message ``sent``: the pipeline sends them.
 MAY_SEND = (TurnEnded, SessionInfo, WebRefused)
 ONLY_REPORTS = "This run only reports: start it with --allow-web to prompt it from here."
-
-
-class Refusal(Exception):
-    """A request from the web that changes nothing, with the reason a person reads."""
-
-    def __init__(self, message: str, status: int = 409) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)

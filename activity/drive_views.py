@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from activity import access, broadcast, drive
 from activity.models import Chat, Role
+from activity.refusals import Refusal
 from activity.requests import HtmxRequest
 
 Action = Callable[[Chat, User], drive.Done]
@@ -28,13 +29,13 @@ def act(request: HtmxRequest, chat_id: uuid.UUID, action: Action) -> HttpRespons
     chat = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
     try:
         if not access.can_answer(request.user, chat):
-            raise drive.Refusal(
+            raise Refusal(
                 f"You may watch this run, but only an {Role.APPROVER} or an {Role.ADMIN} "
                 "of its workspace may drive it.",
                 403,
             )
         done = action(chat, request.user)  # type: ignore[arg-type]
-    except drive.Refusal as refusal:
+    except Refusal as refusal:
         return said(request, str(refusal), "refused", refusal.status)
     async_to_sync(drive.deliver)(chat.pk, done.frames)
     broadcast.announce_sync(done.change)

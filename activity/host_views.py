@@ -30,6 +30,7 @@ from activity import access, hosts
 from activity.accounts import AgentHost, HostRun, HostRunStatus, Role
 from activity.hostframes import FIRST_PROMPT_CHARS, Listing
 from activity.models import Chat
+from activity.refusals import Refusal
 from activity.requests import HtmxRequest
 
 PAGE = "activity/new_run.html"
@@ -39,12 +40,6 @@ NOT_ALLOWED = (
     "Starting runs takes the approver or admin role in a workspace with an agent host; "
     "you have neither."
 )
-
-
-class Refused(Exception):
-    def __init__(self, message: str, status: int = 403) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
@@ -69,11 +64,11 @@ class Form:
 
 
 def startable_hosts(user: User) -> list[AgentHost]:
-    """The online hosts of the workspaces where ``user`` may start runs; raises ``Refused``
-    for someone who may start runs nowhere."""
+    """The online hosts of the workspaces where ``user`` may start runs; raises a 403
+    ``Refusal`` for someone who may start runs nowhere."""
     workspaces = access.answering_workspaces(user)
     if workspaces == []:
-        raise Refused(NOT_ALLOWED)
+        raise Refusal(NOT_ALLOWED, 403)
     found = AgentHost.objects.online().select_related("workspace")
     if workspaces is not None:
         found = found.filter(workspace_id__in=workspaces)
@@ -92,9 +87,10 @@ def chosen_host(user: User, host_id: str) -> AgentHost:
     if host is None or role is None:
         raise Http404("No such host.")
     if role not in access.ANSWERING_ROLES:
-        raise Refused(
+        raise Refusal(
             f"You are {role} in {host.workspace}: starting runs on its hosts takes the "
-            f"{Role.APPROVER} or {Role.ADMIN} role."
+            f"{Role.APPROVER} or {Role.ADMIN} role.",
+            403,
         )
     return host
 
@@ -130,7 +126,7 @@ async def new_run(request: HtmxRequest) -> HttpResponse:
     assert isinstance(user, User)
     try:
         form = await sync_to_async(form_for)(user, request.GET)
-    except Refused as refused:
+    except Refusal as refused:
         return await sync_to_async(render)(
             request, PAGE, {"refusal": str(refused)}, status=refused.status
         )
@@ -152,7 +148,7 @@ def start(request: HttpRequest) -> HttpResponse:
     assert isinstance(user, User)
     try:
         form = form_for(user, request.POST)
-    except Refused as refused:
+    except Refusal as refused:
         return render(request, PAGE, {"refusal": str(refused)}, status=refused.status)
     form.prompt, form.title = request.POST.get("prompt", ""), request.POST.get("title", "")
     if form.host is None:

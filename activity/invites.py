@@ -24,6 +24,7 @@ from django.db import models, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
+from activity import login
 from activity.accounts import Membership, Role, hash_token
 
 if TYPE_CHECKING:
@@ -171,18 +172,10 @@ def _address(request: HttpRequest) -> str:
     return "invite-failures:address:" + hashlib.sha256(address.encode()).hexdigest()
 
 
-THROTTLE_CACHE = "login_throttle"  # login.CACHE: the login page's, shared by every process
-
-
 def locked_out(request: HttpRequest) -> bool:
-    count = caches[THROTTLE_CACHE].get(_address(request)) or 0
+    count = caches[login.CACHE].get(_address(request)) or 0  # the login page's cache
     return bool(count >= settings.LOGIN_FAILURE_LIMIT)
 
 
 def record_failure(request: HttpRequest) -> None:
-    cache, key = caches[THROTTLE_CACHE], _address(request)
-    if not cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS):
-        try:
-            cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS)
+    login.count_failure(_address(request))

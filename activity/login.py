@@ -37,14 +37,21 @@ def locked_out(request: HttpRequest) -> bool:
     return any(count >= settings.LOGIN_FAILURE_LIMIT for count in counts.values())
 
 
-def record_failure(request: HttpRequest) -> None:
+def count_failure(key: str) -> None:
+    """One more failure under ``key``, in the cache every process shares. The count ends
+    ``LOGIN_LOCKOUT_SECONDS`` after its first failure: ``add`` starts it, ``incr`` keeps its
+    expiry. The invite links count theirs here too (``invites.record_failure``)."""
     cache = caches[CACHE]
+    if not cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS):
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS)
+
+
+def record_failure(request: HttpRequest) -> None:
     for key in _keys(request):
-        if not cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS):
-            try:
-                cache.incr(key)
-            except ValueError:  # expired between add and incr
-                cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS)
+        count_failure(key)
 
 
 def record_success(request: HttpRequest) -> None:

@@ -15,6 +15,7 @@ from activity import access, answers, broadcast, dom, filters, mentions, needs, 
 from activity import runs as runs_list
 from activity.frames import WEB_PROMPT_CHARS
 from activity.models import Prompt, Role
+from activity.refusals import Refusal
 from activity.requests import HtmxRequest
 
 
@@ -81,14 +82,14 @@ def answer(request: HtmxRequest, prompt_id: uuid.UUID) -> HttpResponse:
         return render(request, "activity/prompt.html", {"prompt": prompt})
     try:
         if access.role_in(request.user, prompt.chat.workspace_id) not in access.ANSWERING_ROLES:
-            raise answers.Refusal(
+            raise Refusal(
                 f"You may watch this run, but only an {Role.APPROVER} or an {Role.ADMIN} "
                 "of its workspace may answer.",
                 403,
             )
         told, decision = answers.parse(prompt, request.POST)
         recorded = answers.record(prompt.pk, request.user, decision, told, source(request))  # type: ignore[arg-type]
-    except answers.Refusal as refusal:
+    except Refusal as refusal:
         if not request.htmx:
             return HttpResponse(str(refusal), status=refusal.status, content_type="text/plain")
         return HttpResponse(

@@ -11,6 +11,7 @@ from django.db import connections
 
 from activity import answers, presence
 from activity.models import Chat, Prompt, ToolActivity
+from activity.refusals import Refusal
 from tests import frames
 from tests.factories import apply
 
@@ -90,7 +91,7 @@ def test_twenty_concurrent_answers_record_exactly_one(asking):
         try:
             answers.record(asking.pk, user, "Allowed once", {"outcome": "selected"}, "test")
             outcomes.append("won")
-        except answers.Refusal as refusal:
+        except Refusal as refusal:
             outcomes.append(str(refusal))
         finally:
             connections.close_all()

@@ -339,7 +339,7 @@ async def test_the_hosts_heartbeat_ends_with_its_consumer_even_one_that_dies_wit
 
     monkeypatch.setattr(consumers.Relay, "__call__", dies)
     consumer = consumers.HostConsumer()
-    consumer.host = session
+    consumer.session = session
     with pytest.raises(RuntimeError):
         await consumer({"type": "websocket"}, None, None)
     await asyncio.sleep(0)

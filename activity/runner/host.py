@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import random
 import shlex
 import shutil
 import signal
@@ -35,8 +34,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.asyncio.client import ClientConnection
 
 from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
 from activity.hostframes import (
@@ -51,7 +49,7 @@ from activity.hostframes import (
     to_host,
 )
 from activity.runner.hostdirs import Outside, listing, real_roots, resolve
-from activity.runner.link import BACKOFF_MAX, BACKOFF_SECONDS, TOKEN_VARIABLE, say
+from activity.runner.link import TOKEN_VARIABLE, say, stay_connected
 from activity.runner.spawn import _die_with_runner
 
 MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
@@ -168,33 +166,17 @@ class Host:
                 await link
 
     async def link(self) -> None:
-        attempt = 0
-        while True:
-            try:
-                async with connect(
-                    self.url,
-                    additional_headers={"Authorization": f"Bearer {self.options.token}"},
-                    open_timeout=10,
-                    ping_interval=20,
-                ) as ws:
-                    attempt = 0
-                    await self.session(ws)
-            except ConnectionClosed as closed:
-                code = closed.rcvd.code if closed.rcvd else None
-                reason = closed.rcvd.reason if closed.rcvd else ""
-                if code in (CLOSE_UNAUTHORIZED, CLOSE_FORBIDDEN):
-                    raise Fatal(f"the server refused the host token: {reason or code}") from None
-                if self.welcomed.is_set():
-                    say(f"lost the server ({code or 'no close code'}); reconnecting")
-            except InvalidStatus as refused:
-                status = refused.response.status_code
-                raise Fatal(f"the server refused the socket: HTTP {status}") from None
-            except (OSError, InvalidHandshake, TimeoutError) as error:
-                if self.welcomed.is_set() and attempt == 0:
-                    say(f"lost the server ({error}); reconnecting")
-            attempt += 1
-            delay = min(BACKOFF_SECONDS * 2 ** min(attempt, 6), BACKOFF_MAX)
-            await asyncio.sleep(delay * random.uniform(0.7, 1.3))
+        await stay_connected(
+            self.url, self.options.token, self.session, self.closed, self.welcomed, Fatal
+        )
+
+    def closed(self, code: int | None, reason: str) -> None:
+        """The server closed the socket: a refused token stops the host (exit 2); anything
+        else reconnects."""
+        if code in (CLOSE_UNAUTHORIZED, CLOSE_FORBIDDEN):
+            raise Fatal(f"the server refused the host token: {reason or code}") from None
+        if self.welcomed.is_set():
+            say(f"lost the server ({code or 'no close code'}); reconnecting")
 
     async def session(self, ws: ClientConnection) -> None:
         await ws.send(self.hello().model_dump_json())

@@ -23,8 +23,8 @@ import random
 import secrets
 import sys
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection, connect
@@ -74,6 +74,51 @@ def say(text: str) -> None:
     print(f"koruweb: {text}", file=sys.stderr, flush=True)
 
 
+async def stay_connected(
+    url: str,
+    token: str,
+    session: Callable[[ClientConnection], Awaitable[None]],
+    closed: Callable[[int | None, str], int | None],
+    connected_once: asyncio.Event,
+    fatal: type[Exception],
+    max_size: int | None = 2**20,  # websockets' own limit; None takes frames of any size
+) -> NoReturn:
+    """Connect to ``url`` with ``token`` and run ``session`` on the socket, and again after
+    every loss, with exponential backoff and jitter, until cancelled: the runner's socket
+    (``Link``) and an agent host's (``host.Host``) reconnect alike.
+
+    ``closed`` hears each close the server sent (its code, None without one, and reason): it
+    raises to stop, or returns how many failed attempts to back off from (a refused frame:
+    as if it never connected), or None. A server that refuses the socket itself (an HTTP
+    status) raises ``fatal``. Once ``connected_once`` is set, a connection that fails to open
+    is said once per loss."""
+    attempt = 0
+    while True:
+        try:
+            async with connect(
+                url,
+                additional_headers={"Authorization": f"Bearer {token}"},
+                max_size=max_size,
+                open_timeout=10,
+                ping_interval=20,
+            ) as socket:
+                attempt = 0
+                await session(socket)
+        except ConnectionClosed as lost:
+            code = lost.rcvd.code if lost.rcvd else None
+            backed_off = closed(code, lost.rcvd.reason if lost.rcvd else "")
+            attempt = attempt if backed_off is None else backed_off
+        except InvalidStatus as refused:
+            status = refused.response.status_code
+            raise fatal(f"the server refused the socket: HTTP {status}") from None
+        except (OSError, InvalidHandshake, TimeoutError) as error:
+            if connected_once.is_set() and attempt == 0:
+                say(f"lost the server ({error}); reconnecting")
+        attempt += 1
+        delay = min(BACKOFF_SECONDS * 2 ** min(attempt, 6), BACKOFF_MAX)
+        await asyncio.sleep(delay * random.uniform(0.7, 1.3))
+
+
 class Link:
     def __init__(
         self,
@@ -101,41 +146,28 @@ class Link:
     async def run(self) -> None:
         """Stay connected until cancelled; raises ``Fatal`` when the server refuses us, and
         ``Refused`` when it refuses one frame ``REFUSALS`` times in a row."""
-        attempt = 0
-        while True:
-            try:
-                async with connect(
-                    self.url,
-                    additional_headers={"Authorization": f"Bearer {self.token}"},
-                    max_size=None,
-                    open_timeout=10,
-                    ping_interval=20,
-                ) as socket:
-                    attempt = 0
-                    await self.session(socket)
-            except ConnectionClosed as closed:
-                code = closed.rcvd.code if closed.rcvd else None
-                reason = closed.rcvd.reason if closed.rcvd else ""
-                if code in FATAL_CODES:
-                    raise Fatal(
-                        f"{FATAL_CODES[code]}: {reason}" if reason else FATAL_CODES[code]
-                    ) from None
-                if code in REFUSING and self.refused(code, reason):
-                    attempt = self.strikes[1]  # refused: back off as if it never connected
-                if self.ever_connected.is_set():
-                    said = f"{code}: {reason}" if reason else code or "no close code"
-                    say(f"lost the server ({said}); reconnecting")
-            except InvalidStatus as refused:
-                status = refused.response.status_code
-                raise Fatal(f"the server refused the socket: HTTP {status}") from None
-            except (OSError, InvalidHandshake, TimeoutError) as error:
-                if self.ever_connected.is_set() and attempt == 0:
-                    say(f"lost the server ({error}); reconnecting")
-            finally:
-                self.connected.clear()
-            attempt += 1
-            delay = min(BACKOFF_SECONDS * 2 ** min(attempt, 6), BACKOFF_MAX)
-            await asyncio.sleep(delay * random.uniform(0.7, 1.3))
+        await stay_connected(
+            self.url,
+            self.token,
+            self.session,
+            self.closed,
+            self.ever_connected,
+            Fatal,
+            max_size=None,
+        )
+
+    def closed(self, code: int | None, reason: str) -> int | None:
+        """The server closed the socket: stop if it refuses us; after a refused frame, back
+        off as if the runner never connected."""
+        if code in FATAL_CODES:
+            raise Fatal(f"{FATAL_CODES[code]}: {reason}" if reason else FATAL_CODES[code]) from None
+        backed_off = None
+        if code in REFUSING and self.refused(code, reason):
+            backed_off = self.strikes[1]
+        if self.ever_connected.is_set():
+            said = f"{code}: {reason}" if reason else code or "no close code"
+            say(f"lost the server ({said}); reconnecting")
+        return backed_off
 
     def refused(self, code: int, reason: str) -> bool:
         """The server closed on a frame it refused. Cut harder if it was too large; else count
@@ -184,6 +216,7 @@ class Link:
                 self.receive(text)
         finally:
             sender.cancel()
+            self.connected.clear()
 
     async def send_frames(self, socket: ClientConnection) -> None:
         while True:

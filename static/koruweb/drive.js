@@ -1,7 +1,7 @@
 // The message box of a run that takes prompts from the web (activity/drive.py). Enter sends,
 // Shift+Enter is a new line; "/" at the start offers the agent's commands (pushed in #drive as
-// .drive-commands) in a listbox: arrows move, Enter or Tab takes one, Escape closes it. A message
-// sent leaves the box; a queued message saved closes its editor.
+// .drive-commands) in a listbox: arrows move, Enter or Tab takes one, Escape closes it (the keys
+// are listbox.js's). A message sent leaves the box; a queued message saved closes its editor.
 (() => {
   const box = document.getElementById("compose-text");
   const list = document.getElementById("command-list");
@@ -79,20 +79,7 @@
     box.addEventListener("blur", close);
     box.addEventListener("keydown", (event) => {
       const open = list && !list.hidden && shown.length;
-      if (open && (event.key === "ArrowDown" || event.key === "ArrowUp")) {
-        event.preventDefault();
-        const step = event.key === "ArrowDown" ? 1 : -1;
-        mark((active + step + shown.length) % shown.length);
-        return;
-      }
-      if (open && event.key === "Escape") {
-        event.preventDefault();
-        return close();
-      }
-      if (open && (event.key === "Tab" || (event.key === "Enter" && !event.shiftKey))) {
-        event.preventDefault();
-        return take(Math.max(active, 0));
-      }
+      if (open && window.koruweb.listboxKey(event, shown.length, active, { mark, take, close })) return;
       if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
       event.preventDefault();
       if (box.value.trim()) box.form.requestSubmit();

@@ -1,7 +1,8 @@
 // @name completion in a comment box (templates/activity/parts.html#comment-form): "@" and the
 // start of a name offer the workspace's members (#member-names, rendered with the page) in a
-// listbox under the box: arrows move, Enter or Tab takes one, Escape closes. One listener for
-// the whole page, so the boxes of rows pushed later work without setup.
+// listbox under the box: arrows move, Enter or Tab takes one, Escape closes (the keys are
+// listbox.js's). One listener for the whole page, so the boxes of rows pushed later work without
+// setup.
 (() => {
   const source = document.getElementById("member-names");
   if (!source) return;
@@ -112,15 +113,6 @@
   document.addEventListener("keydown", (event) => {
     if (event.target !== box || list.hidden || !shown.length) return;
     if (!list.isConnected) return close(); // a push morphed the row: the list went with it
-    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
-      event.preventDefault();
-      mark((active + (event.key === "ArrowDown" ? 1 : -1) + shown.length) % shown.length);
-    } else if (event.key === "Escape") {
-      event.preventDefault();
-      close();
-    } else if (event.key === "Tab" || (event.key === "Enter" && !event.shiftKey)) {
-      event.preventDefault();
-      take(Math.max(active, 0));
-    }
+    window.koruweb.listboxKey(event, shown.length, active, { mark, take, close });
   });
 })();
