@@ -83,7 +83,8 @@ class Room:
         self.channel = ""
         self.ready = asyncio.Event()  # the channel has joined the group
         self.task: asyncio.Task[None] | None = None
-        self.beating: asyncio.Task[None] | None = None  # its heartbeat, ended with it (G21)
+        # Its heartbeat, ended with it (docs/gotchas.md#tasks-outlive-their-socket).
+        self.beating: asyncio.Task[None] | None = None
         self.handing = asyncio.Lock()  # one message to the viewers at a time, parts and all
         self.heard = False  # a push came through the group since the last heartbeat
         self.expected = ""  # the push this process sent last, until it is handed on

@@ -1,8 +1,9 @@
-"""The durable ToolActivity contract (seed 004): its enums, bounds and JSON shape.
+"""The durable ToolActivity contract: its enums, bounds and JSON shape
+(docs/architecture.md#the-toolactivity-contract).
 
 Everything the contract names is defined here once; models, the merge and the export use it.
 
-Enums and where they come from in ACP (DESIGN.md "The row"):
+Enums and where they come from in ACP (docs/architecture.md#the-toolactivity-contract):
 
 - ``ToolStatus``: ``pending``→proposed, ``in_progress``→running, ``completed``, ``failed``,
   v2 ``cancelled``. An unknown ACP status leaves the status as it was; the raw word is kept in
@@ -181,7 +182,7 @@ Timestamp = int  # epoch milliseconds, UTC, signed
 
 
 class ToolActivityRecord(BaseModel):
-    """Durable and public tool activity: seed 004, field for field, in its order."""
+    """Durable and public tool activity: the contract, field for field, in its order."""
 
     model_config = ConfigDict(title="ToolActivity", use_enum_values=True)
 

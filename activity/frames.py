@@ -1,5 +1,5 @@
-"""The frames between a runner and the server over ``/ws/agent/`` (DESIGN.md "The runner ↔
-server frames"). JSON objects, each with a ``type``.
+"""The frames between a runner and the server over ``/ws/agent/``
+(docs/protocol.md#the-runners-socket). JSON objects, each with a ``type``.
 
 Runner → server: ``hello`` first (the chat id, the runner's secret and the highest seq the
 runner believes acknowledged), then numbered frames: ``seq`` counts from 1 per chat and ``at``
@@ -31,8 +31,9 @@ from pydantic import (
 
 MAX_FRAME_BYTES = 1024 * 1024  # Daphne's default message limit; the runner cuts below it
 
-# Close codes of the sockets. Daphne can send only 1000 and 3000–4999 (STACK.md G16), so every
-# code koruweb uses is a 4xxx, listed here with what the other side does on it.
+# Close codes of the sockets (docs/protocol.md#close-codes). Daphne can send only 1000 and 3000–4999
+# (docs/gotchas.md#daphne-sends-only-some-close-codes), so every code koruweb uses is a
+# 4xxx, listed here with what the other side does on it.
 CLOSE_PROTOCOL = 4400  # no hello first, or frames were lost: the runner reconnects and resends
 CLOSE_UNAUTHORIZED = 4401  # no, bad or revoked credentials: the runner stops (exit 2)
 CLOSE_FORBIDDEN = 4403  # not yours (another workspace's chat): the runner stops (exit 2)

@@ -5,8 +5,9 @@ token (``consumers.HostConsumer``, which only relays to a ``HostSession``):
 
 1. Its first frame is a ``host_hello``: the ``AgentHost`` of its token and name is made or
    updated (its agents and roots) and shown online on this socket; the host is told
-   ``welcome``. A heartbeat keeps it "seen" while the socket is up and ends with it (STACK.md
-   G21); a host silent for three heartbeats counts as offline (``AgentHost.is_online``).
+   ``welcome``. A heartbeat keeps it "seen" while the socket is up and ends with it
+   (docs/gotchas.md#tasks-outlive-their-socket); a host silent for three heartbeats counts
+   as offline (``AgentHost.is_online``).
 2. The *New run* page asks for a directory (``ask_listing``): a ``list`` frame goes to the
    host's socket through the channel layer with a reply channel, the session sends the
    host's ``listing`` back on it, and the page waits for it at most ``HOST_REPLY_SECONDS``:

@@ -1,6 +1,6 @@
 """The merge: the state of one tool call + one event → its new state. Pure: no I/O, no clock.
 
-Implements DESIGN.md "Merge rules" and ACP.md §8 for the columns of the contract:
+Implements the merge rules (docs/architecture.md#merge-rules) for the columns of the contract:
 
 1. ``tool_call`` and ``tool_call_update`` are both upserts keyed by (chat, ``toolCallId``); an
    update whose opening never arrived still makes a row (``opened`` stays False).
@@ -182,7 +182,7 @@ def apply_update(
 
 def _with_exit_code(s: CallState, update: ToolCallFields, ctx: MergeContext) -> CallState:
     """A failed command that reports its exit code (in ``rawOutput``) keeps it in
-    error_message, the seed's bounded public summary: the page shows "Failed · exit 3"."""
+    error_message, the contract's bounded public summary: the page shows "Failed · exit 3"."""
     code = statuses.reported_exit_code(update.raw_output)
     if code is None or s.status is not ToolStatus.FAILED:
         return s

@@ -1,6 +1,7 @@
 """koruweb's durable records: workspaces, chats, turns, replies and the ToolActivity rows.
 
-ToolActivity follows seed 004 field for field (see activity/contract.py for the enums and
+ToolActivity follows the ToolActivity contract field for field
+(docs/architecture.md#the-toolactivity-contract; activity/contract.py has the enums and
 bounds). Nothing raw is persisted: what a local agent did lives only in the four bounded
 ``agent_*`` strings, beside a few named helper columns the merge keeps.
 """
@@ -206,7 +207,7 @@ class Message(models.Model):
 
 
 class ToolActivity(models.Model):
-    """Durable and public tool activity (seed 004)."""
+    """Durable and public tool activity (docs/architecture.md#the-toolactivity-contract)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     attempt = models.ForeignKey(

@@ -1,8 +1,9 @@
 """Which pages may open the browsers' sockets: the exact origin the request was sent to.
 
-Channels' ``AllowedHostsOriginValidator`` compares the host name only (STACK.md G19), so a page
-on another port of the same host, which SameSite=Lax counts as the same site and sends the
-session cookie from, could open ``/ws/chats/<id>/`` and ``/ws/inbox/`` as the logged-in user.
+Channels' ``AllowedHostsOriginValidator`` compares the host name only
+(docs/gotchas.md#the-origin-check-ignores-scheme-and-port), so a page on another port of the
+same host, which SameSite=Lax counts as the same site and sends the session cookie from, could
+open ``/ws/chats/<id>/`` and ``/ws/inbox/`` as the logged-in user.
 Here an ``Origin`` passes when its scheme, host and port equal those of the request itself (its
 ``Host`` header, which must be one of ``ALLOWED_HOSTS``, and its scheme), or when it is one of
 ``CSRF_TRUSTED_ORIGINS`` — the same rule as Django's own CSRF check of a form's ``Origin``.

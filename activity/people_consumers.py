@@ -37,7 +37,7 @@ class GroupMember(Browser):
     (``resync``): what was said while no group reached it is not missed for longer than a
     heartbeat. The in-memory layer never forgets a group: nothing is sent again there. A beat
     that fails is logged and the next one tries again; the beats end with the consumer, however
-    it ends (STACK.md G21)."""
+    it ends (docs/gotchas.md#tasks-outlive-their-socket)."""
 
     beating: asyncio.Task[None] | None = None
 
@@ -178,7 +178,7 @@ class InboxConsumer(GroupMember):
             self.rendering = None
 
     async def let_go(self) -> None:
-        """A render in flight ends with the socket (STACK.md G21)."""
+        """A render in flight ends with the socket (docs/gotchas.md#tasks-outlive-their-socket)."""
         if self.rendering is not None:
             self.rendering.cancel()
         await super().let_go()

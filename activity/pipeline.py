@@ -285,8 +285,9 @@ class RunnerSession:
             )
 
     def end_tasks(self) -> None:
-        """Stop the heartbeat: it never outlives the socket (STACK.md G21). A drain in flight
-        finishes on its own, so what it commits is still announced."""
+        """Stop the heartbeat: it never outlives the socket
+        (docs/gotchas.md#tasks-outlive-their-socket). A drain in flight finishes on its own,
+        so what it commits is still announced."""
         if self.heartbeat is not None:
             self.heartbeat.cancel()
         presence.release(self.channel)  # its silence counts again (presence.sweep)

@@ -5,9 +5,10 @@ intent. ``questions`` come from an ``elicitation/create`` form schema; Claude Co
 AskUserQuestion arrives as ``question_<i>`` properties with a ``question_<i>_custom`` free-text
 companion, which becomes that question's ``allow_other``.
 
-What a permission request asked is kept as one bounded string, the row's ``agent_summary`` (seed
-004), readable as it is in the JSON export and shown again, in parts, on every page after the
-answer — even once the agent's "User refused permission" has replaced the call's output:
+What a permission request asked is kept as one bounded string, the row's ``agent_summary``
+(docs/architecture.md#the-toolactivity-contract), readable as it is in the JSON export and
+shown again, in parts, on every page after the answer — even once the agent's "User refused
+permission" has replaced the call's output:
 
     <its title, and a v2 request's description>
 

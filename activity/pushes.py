@@ -2,13 +2,14 @@
 rendered once for every viewer, and cut into parts that each fit a push.
 
 No push or catch-up is longer than ``settings.PUSH_MAX_BYTES`` (Daphne drops a message over
-1 MiB without a word, STACK.md G17). A change that does not fit goes out in parts: each
-``{"from": S, "to": T, "part": k, "parts": n, "content": …}``, applied in order, the page at T
-after the last. A single fragment that cannot fit (a huge reply) goes out as
-``{"from": S, "to": T, "reload": true}``: the page fetches its regions over HTTP and asks for
-what changed since the version it got (``static/koruweb/live.js``). A page that says it shows
-a version the chat never reached (its database restored from a backup, or a forged message) is
-answered the same way, with ``"to"`` the chat's real version. ``broadcast.py`` sends them.
+1 MiB without a word, docs/gotchas.md#daphne-drops-messages-over-1-mib). A change that does
+not fit goes out in parts: each ``{"from": S, "to": T, "part": k, "parts": n, "content": …}``,
+applied in order, the page at T after the last. A single fragment that cannot fit (a huge
+reply) goes out as ``{"from": S, "to": T, "reload": true}``: the page fetches its regions
+over HTTP and asks for what changed since the version it got (``static/koruweb/live.js``). A
+page that says it shows a version the chat never reached (its database restored from a
+backup, or a forged message) is answered the same way, with ``"to"`` the chat's real version.
+``broadcast.py`` sends them.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ class Guard:
     """What revokes one browser socket: it is in its session's and its person's groups (and
     any others it names) from ``start`` to ``stop``, joins them again on every heartbeat (a
     restarted Redis forgot them) and looks at its session then. Its heartbeat ends with the
-    socket, however the socket ends (STACK.md G21)."""
+    socket, however the socket ends (docs/gotchas.md#tasks-outlive-their-socket)."""
 
     def __init__(self, socket: Guarded, key: str, user_id: int, *more: str) -> None:
         self.socket = socket

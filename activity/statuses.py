@@ -93,8 +93,9 @@ TONES = (
 # failed command starts "Exit code N".
 EXIT_KEYS = ("exit_code", "exitCode", "returncode", "return_code")
 EXIT_TEXT = re.compile(r"\A(?:```\w*\n)?Exit code (\d{1,10})(?:\n|\Z)")
-# The sentence the merge keeps in error_message (a bounded public summary, seed 004) for a
-# failed command that reported its exit code; the pages read the code back from it.
+# The sentence the merge keeps in error_message (a bounded public summary:
+# docs/architecture.md#the-toolactivity-contract) for a failed command that reported its exit
+# code; the pages read the code back from it.
 EXIT_MESSAGE = "The command exited with code {code}."
 EXIT_READ = re.compile(r"\AThe command exited with code (-?\d{1,10})\.\Z")
 EXIT_CODE_LIMIT = 2**31

@@ -21,8 +21,9 @@ RUNNER_LOST = "runner_lost"  # the stop reason of a turn whose runner is gone pa
 
 
 def before_any_prompt(work: Work, at: int) -> InferenceAttempt:
-    """A call the agent reports before any turn started (seed 000: an orphan update is shown,
-    not dropped) goes in a turn of its own, ended when the first real turn starts."""
+    """A call the agent reports before any turn started (an orphan update is shown, not
+    dropped: docs/architecture.md#merge-rules) goes in a turn of its own, ended when the first
+    real turn starts."""
     chat = work.chat
     attempt = InferenceAttempt(chat=chat, prompt=BEFORE_ANY_PROMPT, started_at=at)
     work.add(attempt, Message(chat=chat, attempt=attempt))

@@ -1,14 +1,15 @@
 """What a run costs: the tokens and money the agent reports, kept per run and per turn, and
 said the way a person reads them (``12.3k / 200k tokens · 6%``, ``$1.23``).
 
-An agent reports two things (shared/ACP.md §2): ``usage_update`` — its context window (``used``
-of ``size`` tokens) and the session's cost so far (``cost: {amount, currency}``), each update
-replacing the last — and, with a turn's end, the prompt response's ``usage`` (``totalTokens``,
-``inputTokens``, ``outputTokens``, ``thoughtTokens``, ``cachedReadTokens``,
-``cachedWriteTokens``). The chat keeps the latest ``usage_update`` (``Chat.usage``); a turn keeps
-its response's counts (``InferenceAttempt.usage``) and the session's meter when it started and
-the latest reading during it (``InferenceAttempt.meter``), so a turn's cost is what the session's
-cost grew by while it ran. Numbers only: nothing an agent wrote is kept here.
+An agent reports two things (docs/gotchas.md#usage-reports): ``usage_update`` — its context
+window (``used`` of ``size`` tokens) and the session's cost so far (``cost: {amount,
+currency}``), each update replacing the last — and, with a turn's end, the prompt response's
+``usage`` (``totalTokens``, ``inputTokens``, ``outputTokens``, ``thoughtTokens``,
+``cachedReadTokens``, ``cachedWriteTokens``). The chat keeps the latest ``usage_update``
+(``Chat.usage``); a turn keeps its response's counts (``InferenceAttempt.usage``) and the
+session's meter when it started and the latest reading during it (``InferenceAttempt.meter``),
+so a turn's cost is what the session's cost grew by while it ran. Numbers only: nothing an
+agent wrote is kept here.
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@ Each open viewer socket (``consumers.ViewerConsumer``) is an entry — chat, use
 expiry — in the ``watching`` cache: Redis when ``REDIS_URL`` is set (a sorted set per chat, its
 members ``<user id>:<socket id>`` scored by when they expire), so every process sees every
 entry; otherwise this process's memory (the embedded mode has one process). The socket's own
-task renews its entry every ``WATCHING_HEARTBEAT_SECONDS`` and ends with it (STACK.md G21); the
-socket's close removes it; an entry nobody renews (its process was killed) is gone
-``EXPIRY_BEATS`` heartbeats later. A person is listed once, however many tabs they have open.
+task renews its entry every ``WATCHING_HEARTBEAT_SECONDS`` and ends with it
+(docs/gotchas.md#tasks-outlive-their-socket); the socket's close removes it; an entry nobody
+renews (its process was killed) is gone ``EXPIRY_BEATS`` heartbeats later. A person is listed
+once, however many tabs they have open.
 
 When the set of people watching a chat changes — a page opens, a person's last tab closes, an
 entry expires — every viewer of the chat is told: ``{"type": "chat.watching", "html": …}`` to
@@ -335,7 +336,8 @@ class Watch:
                 await look(self.chat_id, local)
 
     def end_tasks(self) -> None:
-        """The renewals end with the socket, however it ends (STACK.md G21)."""
+        """The renewals end with the socket, however it ends
+        (docs/gotchas.md#tasks-outlive-their-socket)."""
         if self.task is not None:
             self.task.cancel()
 

@@ -19,7 +19,8 @@ from activity.routing import websocket_urlpatterns  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        # Every socket but the runner's must come from the page's own exact origin (G19).
+        # Every socket but the runner's and the host's must come from the page's own exact
+        # origin (docs/gotchas.md#the-origin-check-ignores-scheme-and-port).
         "websocket": OriginValidator(URLRouter(websocket_urlpatterns)),
     }
 )

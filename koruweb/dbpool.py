@@ -1,4 +1,5 @@
-"""The check of a pooled PostgreSQL connection before a request gets it (STACK.md G20).
+"""The check of a pooled PostgreSQL connection before a request gets it
+(docs/gotchas.md#pooled-postgresql-connections-can-be-dead).
 
 psycopg_pool's own check replaces a dead connection, then waits before it takes the next one
 from the pool — 1 s, 2 s, 4 s… — so after a database restart, a pool holding k dead connections

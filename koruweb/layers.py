@@ -2,7 +2,7 @@
 
 channels_redis keeps ``brpop_timeout`` as a class attribute; this takes it from the layer's
 ``CONFIG`` (``REDIS_BRPOP_TIMEOUT``), so tests can run it short and it can be kept below the
-Redis client's socket timeout (STACK.md G18).
+Redis client's socket timeout (docs/gotchas.md#idle-redis-receives-time-out).
 """
 
 from __future__ import annotations

@@ -140,7 +140,8 @@ def _database(url: str) -> dict[str, Any]:
                 "min_size": 1,
                 "max_size": 8,
                 # A pooled connection is checked as it is handed out: one the server closed
-                # (a restart, terminated sessions) is replaced, not used (STACK.md G20).
+                # (a restart, terminated sessions) is replaced, not used
+                # (docs/gotchas.md#pooled-postgresql-connections-can-be-dead).
                 "check": dbpool.check,
                 "timeout": DATABASE_POOL_TIMEOUT,
             }
@@ -159,7 +160,8 @@ REDIS_URL = envstr("REDIS_URL", "")
 # A channel layer's receive blocks on Redis this long, then asks again; every other Redis command
 # may take up to REDIS_SOCKET_TIMEOUT. redis-py 8's default socket timeout (5 s) equals
 # channels_redis's 5 s blocking receive, so an idle process's receive timed out and closed every
-# socket (STACK.md G18): the socket timeout must outlast the blocking receive.
+# socket (docs/gotchas.md#idle-redis-receives-time-out): the socket timeout must outlast the
+# blocking receive.
 REDIS_BRPOP_TIMEOUT = envint("REDIS_BRPOP_TIMEOUT", 5, minimum=1)
 REDIS_SOCKET_TIMEOUT = envint("REDIS_SOCKET_TIMEOUT", 15, minimum=2)
 if REDIS_SOCKET_TIMEOUT <= REDIS_BRPOP_TIMEOUT:
@@ -180,7 +182,8 @@ if REDIS_URL:
     CHANNEL_LAYERS: dict[str, Any] = {
         "default": {
             "BACKEND": "koruweb.layers.RedisLayer",
-            # redis-py 8 caps its pool at 100 and raises when it runs out (STACK.md G1).
+            # redis-py 8 caps its pool at 100 and raises when it runs out
+            # (docs/gotchas.md#redis-py-caps-its-connection-pool).
             "CONFIG": {
                 "hosts": [{"address": REDIS_URL, "max_connections": 1000, **REDIS_CLIENT}],
                 "capacity": 1000,
@@ -269,12 +272,14 @@ CACHES: dict[str, Any] = {
     ),
 }
 
-# What a local agent did is kept only in four bounded strings (DESIGN.md "The row").
+# What a local agent did is kept only in four bounded strings
+# (docs/architecture.md#the-toolactivity-contract).
 AGENT_CONTENT_CHARS = envint("AGENT_CONTENT_CHARS", 16_384, minimum=64)
 AGENT_SHORT_CHARS = envint("AGENT_SHORT_CHARS", 512, minimum=64)
 REPLY_MAX_CHARS = envint("REPLY_MAX_CHARS", 1_000_000, minimum=1_000)
 # The most bytes one push or catch-up to a page may take: Daphne drops a message over 1 MiB
-# (STACK.md G17), so a larger change goes out in parts (activity/broadcast.py).
+# (docs/gotchas.md#daphne-drops-messages-over-1-mib), so a larger change goes out in parts
+# (activity/pushes.py).
 PUSH_MAX_BYTES = envint("PUSH_MAX_BYTES", 512 * 1024, minimum=1024)
 if PUSH_MAX_BYTES > 1_000_000:
     raise ImproperlyConfigured(

@@ -1,4 +1,5 @@
-"""The ToolActivity contract: the seed's fields, names and types, and its bounds."""
+"""The ToolActivity contract (docs/architecture.md#the-toolactivity-contract): its fields, names and
+types, and its bounds."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from activity.models import ToolActivity
 from tests import frames
 from tests.factories import apply, make_turn, save_call
 
-# Seed 004, field for field: (name, required, JSON type of a value, nullable).
+# The contract, field for field: (name, required, JSON type of a value, nullable).
 SEED_FIELDS = [
     ("id", True, "uuid", False),
     ("attempt_id", True, "uuid", False),

@@ -1,4 +1,5 @@
-"""A browser's socket opens only from the page's own origin: scheme, host and port (STACK.md G19).
+"""A browser's socket opens only from the page's own origin: scheme, host and port
+(docs/gotchas.md#the-origin-check-ignores-scheme-and-port).
 
 A page on another port of the same host is the same site to SameSite=Lax, so the browser sends
 the session cookie along; only an exact Origin check keeps it from reading the inbox and chats.

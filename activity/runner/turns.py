@@ -2,8 +2,9 @@
 
 Every message from the agent is queued in the outbox by the SDK's observer hook the moment it
 is read, before any handler awaits, so nothing is reordered and nothing the SDK's typed models
-drop is lost (ACP.md §7.3) — except a ``session/cancel``, which only a client sends: the server
-would take it for the runner's own. Requests the agent blocks on —
+drop is lost (docs/gotchas.md#the-sdks-typed-models-drop-data) — except a
+``session/cancel``, which only a client sends: the server would take it for the runner's own.
+Requests the agent blocks on —
 ``session/request_permission`` and ``elicitation/create`` — stay open in the live turn table
 until the server sends an answer, or the turn is cancelled; several can be open at once, keyed
 by the number the runner forwarded them under: the agent's own ids never reach the server

@@ -7,7 +7,7 @@ migrates, flushes and destroys; the child opens it through ``DATABASE_URL``.
 
 Playwright's sync API runs an event loop in this thread, so the ORM here needs
 ``DJANGO_ALLOW_ASYNC_UNSAFE`` — set only while these tests run and never passed to the server.
-Nothing here uses pytest-asyncio (STACK.md G9).
+Nothing here uses pytest-asyncio (docs/gotchas.md#playwrights-sync-api-and-pytest-asyncio).
 """
 
 from __future__ import annotations

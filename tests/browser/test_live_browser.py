@@ -212,9 +212,10 @@ def test_a_page_that_lost_a_push_asks_for_what_it_missed(
     runner.send(frames.turn_started(1, attempt, reply))
     log_in(page, team.viewer, then=f"/chats/{runner.chat_id}/")
     open_chat(page, live, runner.chat_id)
-    # A push can be lost on the way (a full channel-layer queue drops it silently, STACK.md
-    # G10): the page drops the next one that changes something, as if it never came (a room's
-    # heartbeat, {"from": V, "to": V, "content": ""}, is let through).
+    # A push can be lost on the way (a full channel-layer queue drops it silently,
+    # docs/gotchas.md#channel-layers-drop-messages-silently): the page drops the next one that
+    # changes something, as if it never came (a room's heartbeat, {"from": V, "to": V,
+    # "content": ""}, is let through).
     page.evaluate(
         """() => {
           const live = document.getElementById("live");

@@ -141,8 +141,9 @@ def test_a_quiet_page_that_lost_a_push_asks_for_its_version_and_catches_up(
     live = watch(page)
     sign_in(page, team.viewer)
     open_chat(page, live, runner.chat_id)
-    # A push lost on the way (STACK.md G10): the page drops the next one that changes
-    # something. No push follows it, and no heartbeat tells the page the version (module_server).
+    # A push lost on the way (docs/gotchas.md#channel-layers-drop-messages-silently): the
+    # page drops the next one that changes something. No push follows it, and no heartbeat
+    # tells the page the version (module_server).
     page.evaluate(
         """() => {
           const live = document.getElementById("live");

@@ -1,5 +1,5 @@
 """Permission requests and questions on a call: the approval they open and how it closes
-(ACP.md §2, §3).
+(docs/gotchas.md#permission-requests-and-questions).
 
 Pure: no database, no socket.
 """

@@ -1,4 +1,4 @@
-"""The merge rules, event by event: DESIGN.md "Merge rules", ACP.md §8 — upserts, patching,
+"""The merge rules, event by event (docs/architecture.md#merge-rules): upserts, patching,
 status, the tool's identity, sizes, times and error codes.
 
 Pure: no database, no socket.
@@ -568,7 +568,8 @@ def test_a_cancelled_turn_leaves_finished_calls_alone() -> None:
 
 
 def test_claude_failing_a_call_after_the_turn_was_cancelled_still_reads_cancelled() -> None:
-    # ACP.md §6: "Cancel during the prompt ⇒ failed + stopReason cancelled". The person
+    # Claude fails a call cancelled during its permission request, and the turn ends
+    # cancelled (docs/gotchas.md#what-real-agents-send). The person
     # cancelled; the row must not then claim the tool itself failed.
     s = replay(
         tool_call(title="Terminal", kind="execute", status="pending"),

@@ -1,4 +1,5 @@
-"""Real sequences agents send (ACP.md §6): claude-agent-acp, codex, gemini and kiro.
+"""Real sequences agents send (docs/gotchas.md#what-real-agents-send): claude-agent-acp, codex,
+gemini and kiro.
 
 Pure: no database, no socket.
 """
@@ -27,7 +28,7 @@ from tests.merge.events import (
     tool_call_update,
 )
 
-# --- 2. real sequences (ACP.md §6) -----------------------------------------------------------
+# --- 2. real sequences (docs/gotchas.md#what-real-agents-send) -------------------------------
 
 CLAUDE_COMMAND = "touch acp_demo_file.txt && echo created"
 CLAUDE_INPUT = {"command": CLAUDE_COMMAND, "description": "Create a demo file"}

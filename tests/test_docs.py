@@ -1,0 +1,123 @@
+"""The repository explains itself: no file cites a document that is not in it, and every
+``docs/<name>.md#anchor`` the code cites names a file in ``docs/`` with a heading of that anchor
+(GitHub's rule: lower case, spaces to hyphens, punctuation other than ``-`` and ``_`` dropped).
+
+Files are those git tracks, and new ones it does not ignore. Pure: no database, no socket.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+# The team's private briefing, which someone who clones the repository cannot read. Spelled so
+# that this file does not cite them itself.
+PRIVATE = re.compile(r"\b(?:STACK|DESIGN|PERF|ACP)\.md\b")
+CITED = re.compile(r"\bdocs/([A-Za-z0-9_-]+)\.md\b(?:#([A-Za-z0-9_-]+))?")
+# A link from one document of docs/ to another, or to a heading of its own: (doc.md)#anchor.
+LINKED = re.compile(r"\]\((?!https?:|/)([A-Za-z0-9_-]+\.md)?#([A-Za-z0-9_-]+)\)")
+FENCE = re.compile(r"^\s*(```|~~~)")
+HEADING = re.compile(r"^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+
+
+def files() -> list[tuple[Path, str]]:
+    """The repository's text files and their text: tracked, or new and not ignored."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    found = []
+    for name in filter(None, listed.split("\0")):
+        try:
+            found.append((ROOT / name, (ROOT / name).read_text(encoding="utf-8")))
+        except (UnicodeDecodeError, OSError):
+            continue  # an image, or a file removed from the work tree
+    return found
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a heading."""
+    text = re.sub(r"`|\*\*|__", "", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+@cache
+def anchors(name: str) -> frozenset[str]:
+    """The anchors of ``docs/<name>``'s headings, outside code blocks; a repeated heading gets
+    ``-1``, ``-2``… as on GitHub."""
+    seen: dict[str, int] = {}
+    found: set[str] = set()
+    fenced = False
+    for line in (DOCS / name).read_text(encoding="utf-8").splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        heading = None if fenced else HEADING.match(line)
+        if heading is None:
+            continue
+        anchor = slug(heading.group(1))
+        count = seen.get(anchor, 0)
+        seen[anchor] = count + 1
+        found.add(anchor if count == 0 else f"{anchor}-{count}")
+    return frozenset(found)
+
+
+def test_slugs_follow_githubs_rule() -> None:
+    assert slug("Daphne drops messages over 1 MiB") == "daphne-drops-messages-over-1-mib"
+    assert slug("Playwright's sync API and pytest-asyncio") == (
+        "playwrights-sync-api-and-pytest-asyncio"
+    )
+    assert slug("The `ToolActivity` contract") == "the-toolactivity-contract"
+
+
+def test_no_file_cites_the_private_briefing() -> None:
+    cited = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path, text in files()
+        if not path.is_relative_to(DOCS)
+        for number, line in enumerate(text.splitlines(), 1)
+        if PRIVATE.search(line)
+    ]
+    assert not cited, "cite docs/ instead:\n" + "\n".join(cited)
+
+
+def test_every_cited_doc_and_anchor_exists() -> None:
+    missing = []
+    for path, text in files():
+        for number, line in enumerate(text.splitlines(), 1):
+            for name, anchor in CITED.findall(line):
+                doc = f"{name}.md"
+                if not (DOCS / doc).is_file():
+                    missing.append(f"{path.relative_to(ROOT)}:{number}: no docs/{doc}")
+                elif anchor and anchor not in anchors(doc):
+                    where = f"{path.relative_to(ROOT)}:{number}"
+                    missing.append(f"{where}: no heading docs/{doc}#{anchor}")
+    assert not missing, "\n".join(missing)
+
+
+def test_links_between_the_docs_land_on_a_heading() -> None:
+    missing = []
+    for path in sorted(DOCS.glob("*.md")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for target, anchor in LINKED.findall(line):
+                doc = target or path.name
+                if not (DOCS / doc).is_file() or anchor not in anchors(doc):
+                    missing.append(f"docs/{path.name}:{number}: {target}#{anchor}")
+    assert not missing, "\n".join(missing)
+
+
+def test_the_readme_points_to_the_architecture_and_the_protocol() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "docs/architecture.md" in readme
+    assert "docs/protocol.md" in readme
