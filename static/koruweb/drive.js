@@ -86,11 +86,25 @@
     });
   }
 
+  // What the message box held when it was sent: its answer clears the box only if that is
+  // still what it holds. The push that shows the message often comes before the answer, and a
+  // person may have started the next message by then.
+  let sent = null;
+  document.addEventListener(
+    "submit",
+    (event) => {
+      if (event.target.id === "compose") sent = event.target.elements.text?.value ?? null;
+    },
+    true,
+  );
+
   document.addEventListener("htmx:after:request", (event) => {
     const ok = (event.detail?.ctx?.response?.status ?? 500) < 400;
     const form = event.target.closest?.("form");
     if (!form || !ok) return;
     if (form.id === "compose") {
+      const text = form.elements.text;
+      if (text && sent !== null && text.value !== sent) return; // the next message, being typed
       form.reset();
       close();
     } else if (form.classList.contains("edit-form")) {

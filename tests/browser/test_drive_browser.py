@@ -175,6 +175,34 @@ def test_enter_sends_a_message_the_runner_gets_it_and_its_turn_says_who_sent_it(
     assert page_errors == []
 
 
+def test_the_next_message_typed_before_the_last_ones_answer_comes_is_kept_in_the_box(
+    page: Page, page_errors: list[str], live: Live, team: Team, runner: Runner,
+    scripted: Scripted,
+):  # fmt: skip
+    """The push that shows a sent message often reaches the page before the answer to its
+    POST does; what the person has typed meanwhile is theirs, not cleared with the box."""
+    approver(page, live, team, runner)
+    attempt = scripted.start(prompt="Run the migrations")
+    held: list[Any] = []
+    page.route(f"**/chats/{runner.chat_id}/messages", lambda route: held.append(route))
+    box(page).fill("Then the docs")
+    page.get_by_role("button", name="Send").click()
+    while not held:  # the POST, held back before it reaches the server
+        page.wait_for_timeout(20)
+    answer = held[0].fetch()  # the server queues it and pushes the queue
+    expect(queue(page).filter(has_text="Then the docs").locator(".badge")).to_have_text("Queued")
+    box(page).fill("And the changelog")
+    held[0].fulfill(response=answer)  # the answer comes last
+    expect(page.locator("#compose-said")).to_contain_text("Queued")
+    expect(box(page)).to_have_value("And the changelog")
+    page.unroute(f"**/chats/{runner.chat_id}/messages")
+    page.get_by_role("button", name="Send").click()
+    expect(queue(page)).to_have_count(2)
+    expect(box(page)).to_have_value("")
+    scripted.end(attempt)
+    assert page_errors == []
+
+
 def test_a_message_sent_during_a_turn_is_queued_editable_removable_and_goes_after(
     page: Page, page_errors: list[str], live: Live, team: Team, runner: Runner,
     scripted: Scripted,
