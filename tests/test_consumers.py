@@ -396,17 +396,18 @@ async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeyp
     await (await runner(token, chat_id)).disconnect()
     watch = await viewer(acme_viewer, chat_id)
     assert (await watch.connect())[0]
-    go = threading.Event()
+    rendering, go = threading.Event(), threading.Event()
     render = pushes.render_push
 
     def slow_render(chat_id: uuid.UUID, since: int) -> list[str]:
+        rendering.set()
         go.wait(10)  # the catch-up is still being rendered while a push arrives
         return render(chat_id, since)
 
     monkeypatch.setattr(pushes, "render_push", slow_render)
     try:
         await watch.send_json_to({"since": 0})
-        await watch.receive_nothing(timeout=0.1)
+        assert await asyncio.to_thread(rendering.wait, 10)  # the catch-up is under way
         text = pushes.push_text(1000, 1001, "<p>later</p>")
         await get_channel_layer().group_send(
             groups.chat(chat_id), {"type": "chat.push", "text": text}

@@ -116,6 +116,15 @@ async def entries(chat_id: uuid.UUID) -> list[str]:
     return found[chat_id]
 
 
+async def until_entries(chat_id: uuid.UUID, count: int, within: float = 5) -> None:
+    """Until the chat has ``count`` entries: one per open page, each written once its socket
+    has joined (a busy machine may write one after the list that named its person)."""
+    deadline = time.monotonic() + within
+    while len(found := await entries(chat_id)) != count:
+        assert time.monotonic() < deadline, f"{len(found)} entries, never {count}"
+        await asyncio.sleep(0.02)
+
+
 async def closed(*sockets: WebsocketCommunicator) -> None:
     for socket in sockets:
         await socket.disconnect(timeout=10)  # its consumer done, however busy the machine
@@ -163,6 +172,7 @@ async def test_a_closed_page_leaves_and_a_person_goes_with_their_last_page(
     bobs = [await opened(acme_viewer, chat.pk) for _ in range(2)]
     try:
         await until_listed(alices, ["alice", "bob"])
+        await until_entries(chat.pk, 3)  # bob's second page may be listed after his first
         await bobs[0].disconnect(timeout=10)  # returns once the consumer is done: its entry is gone
         assert len(await entries(chat.pk)) == 2
         assert await names(chat.pk) == ["alice", "bob"]  # bob still has a page open
