@@ -10,6 +10,7 @@ three are a ``Browser``, closed as soon as its person's session or access ends (
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import logging
@@ -95,8 +96,9 @@ class TokenRelay[S: Session](Relay):
     kind: ClassVar[TokenKind]
     session: S | None = None
 
+    @abc.abstractmethod
     def new_session(self, workspace_id: uuid.UUID, token_id: int) -> S:
-        raise NotImplementedError
+        """The session this socket relays to (each kind of token has its own)."""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
