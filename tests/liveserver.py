@@ -88,10 +88,9 @@ class Child(abc.ABC):
     name = "server"
 
     def __init__(self, log: Path, env: dict[str, str]) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}"
+        self.move(free_port())
         self.log = log
+        self.spawned_at = 0
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -112,7 +111,14 @@ class Child(abc.ABC):
         self.spawn()
         self.wait_ready()
 
+    def move(self, port: int) -> None:
+        """Listen on ``port`` from the next ``spawn`` on."""
+        self.port = port
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}"
+
     def spawn(self) -> None:
+        self.spawned_at = len(self.output)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 self.command(),
@@ -124,10 +130,19 @@ class Child(abc.ABC):
             )
 
     def wait_ready(self, within: float = 20) -> None:
-        """Until ``ready()``; raises with the server's output if it exits or never is."""
+        """Until ``ready()``; raises with the server's output if it exits or never is. A free
+        port another process took before the server bound it (``free_port`` only finds one
+        free at the time) is replaced by another, a few times."""
         deadline = time.monotonic() + within
+        moves = 3
         while self.process is not None:
             if self.process.poll() is not None:
+                said = self.output[self.spawned_at :]
+                if moves and "Address already in use" in said:
+                    moves -= 1
+                    self.move(free_port())
+                    self.spawn()
+                    continue
                 code = self.process.returncode
                 raise RuntimeError(f"the {self.name} exited ({code}):\n{self.output[-3000:]}")
             if self.ready():
