@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from activity import presence
+from activity.live import presence
 from activity.models import AgentToken, Chat, InferenceAttempt, Membership, ToolActivity, Workspace
 
 

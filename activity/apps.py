@@ -9,4 +9,4 @@ class ActivityConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from activity import revoke  # noqa: F401  its receivers revoke sockets (issue 22)
+        from activity.sockets import revoke  # noqa: F401  its receivers revoke sockets (issue 22)

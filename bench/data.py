@@ -165,7 +165,7 @@ def screens_match(chat_id: uuid.UUID, screens: list[dict[str, str]], alias: str)
     from django.template.loader import render_to_string
 
     from activity.models import ToolActivity
-    from activity.reads import with_prompts
+    from activity.review.reads import with_prompts
 
     expected: dict[str, str] = {}
     with using(alias):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from koruweb.asgi import application
 
-from activity.frames import NumberedFrame
-from activity.pipeline import RunnerSession
+from activity.wire.frames import NumberedFrame
+from activity.sockets.pipeline import RunnerSession
 
 __all__ = ["application"]
 

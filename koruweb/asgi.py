@@ -13,8 +13,8 @@ django_asgi_app = get_asgi_application()
 # Imported after Django is set up: the routing pulls in models.
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from activity.origins import OriginValidator  # noqa: E402
-from activity.routing import websocket_urlpatterns  # noqa: E402
+from activity.sockets.origins import OriginValidator  # noqa: E402
+from activity.sockets.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -82,9 +82,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",  # request.htmx (activity/requests.py)
+    "django_htmx.middleware.HtmxMiddleware",  # request.htmx (activity/web/requests.py)
     "django.contrib.messages.middleware.MessageMiddleware",
-    "activity.notfound.NotFoundMiddleware",  # "not found, or not yours", even with DEBUG on
+    "activity.web.notfound.NotFoundMiddleware",  # "not found, or not yours", even with DEBUG on
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -244,7 +244,7 @@ SECURE_PROXY_SSL_HEADER: tuple[str, str] | None = (
 )
 
 # Wrong passwords: this many per user name, or per address, within the window lock both out
-# until it ends (activity/login.py).
+# until it ends (activity/people/login.py).
 LOGIN_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 10, minimum=1)
 LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 CACHES: dict[str, Any] = {
@@ -259,7 +259,7 @@ CACHES: dict[str, Any] = {
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "login"}
     ),
-    # Who is watching each chat (activity/watching.py): shared by every process through Redis.
+    # Who is watching each chat (activity/push/watching.py): shared by every process through Redis.
     "watching": (
         {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -279,7 +279,7 @@ AGENT_SHORT_CHARS = envint("AGENT_SHORT_CHARS", 512, minimum=64)
 REPLY_MAX_CHARS = envint("REPLY_MAX_CHARS", 1_000_000, minimum=1_000)
 # The most bytes one push or catch-up to a page may take: Daphne drops a message over 1 MiB
 # (docs/gotchas.md#daphne-drops-messages-over-1-mib), so a larger change goes out in parts
-# (activity/pushes.py).
+# (activity/push/pushes.py).
 PUSH_MAX_BYTES = envint("PUSH_MAX_BYTES", 512 * 1024, minimum=1024)
 if PUSH_MAX_BYTES > 1_000_000:
     raise ImproperlyConfigured(

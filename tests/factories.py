@@ -1,10 +1,10 @@
 """Test data built through the same paths production uses.
 
-A chat is made by a runner's hello (``activity.presence.connect``) and everything in it by the
-runner's frames (``tests/frames.py``) applied by ``activity.ingest.ingest``: the same validation,
-merge and unit of work (``activity/chats.py``) as a real runner's. Give a large fixture all its
-frames in one call: they are applied as one batch, as a runner's backlog is, so a 10,000-call
-turn stays fast.
+A chat is made by a runner's hello (``activity.live.presence.connect``) and everything in it by
+the runner's frames (``tests/frames.py``) applied by ``activity.live.ingest.ingest``: the same
+validation, merge and unit of work (``activity/live/chats.py``) as a real runner's. Give a large
+fixture all its frames in one call: they are applied as one batch, as a runner's backlog is, so
+a 10,000-call turn stays fast.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import asyncio
 import uuid
 from typing import Any
 
-from activity import chats, presence
-from activity.calls import set_state
-from activity.frames import runner_frame
-from activity.ingest import Result, ingest
-from activity.merge import CallState
+from activity.core.merge import CallState
+from activity.live import chats, presence
+from activity.live.calls import set_state
+from activity.live.ingest import Result, ingest
 from activity.models import Chat, Message, ToolActivity, Workspace
+from activity.wire.frames import runner_frame
 from tests import frames
 
 

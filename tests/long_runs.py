@@ -1,4 +1,4 @@
-"""Long runs for the tests of activity/filters.py, timeline.py and timing.py: a turn of many
+"""Long runs for the tests of activity/review/filters.py, timeline.py and timing.py: a turn of many
 calls made through the runner's frames, one batch (tests/factories.py)."""
 
 from __future__ import annotations

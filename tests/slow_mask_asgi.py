@@ -12,7 +12,8 @@ import os
 import time
 from pathlib import Path
 
-from activity import boundary, secrets
+from activity.core import masking as secrets
+from activity.live import boundary
 from koruweb.asgi import application  # sets Django up first
 
 SLOW_MARKER = "slow-to-mask-marker"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from activity.markdown import render_markdown
+from activity.show.markdown import render_markdown
 from tests import frames
 from tests.factories import run
 

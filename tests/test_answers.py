@@ -9,9 +9,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connections
 
-from activity import answers, presence
+from activity.core.refusals import Refusal
+from activity.live import answers, presence
 from activity.models import Chat, Prompt, ToolActivity
-from activity.refusals import Refusal
 from tests import frames
 from tests.factories import apply
 
@@ -35,7 +35,7 @@ def asking(acme) -> Prompt:
 
 
 def test_an_approvers_answer_is_recorded_and_shown_on_the_row(as_approver, asking):
-    from activity.pushes import render_changes
+    from activity.push.pushes import render_changes
 
     before = Chat.objects.get(pk=asking.chat_id).version
     response = as_approver.post(

@@ -18,11 +18,15 @@ from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
 
-from activity import broadcast, dom, filters, groups, presence, pushes
-from activity.frames import runner_frame
-from activity.ingest import ingest
+from activity.core import groups
+from activity.live import presence
+from activity.live.ingest import ingest
 from activity.models import Chat, Workspace
-from activity.reads import LIVE_ROWS
+from activity.push import broadcast, pushes
+from activity.review import filters
+from activity.review.reads import LIVE_ROWS
+from activity.show import dom
+from activity.wire.frames import runner_frame
 from tests import frames
 from tests.factories import HeldPage
 
@@ -405,7 +409,7 @@ def test_a_new_turn_in_parts_reaches_the_page_with_every_call_it_brought(setting
 
 
 def regions_of(html: str) -> dict[str, str]:
-    """Each region of a chat page (activity/dom.py, REGIONS) as it stands: what differs between
+    """Each region of a chat page (activity/show/dom.py, REGIONS) as it stands: what differs between
     viewers left out (a form's CSRF token on a page, the link to its own page in a push) and
     the whitespace between elements, which no one sees."""
     page, drawn = parse(html), {}
@@ -645,7 +649,7 @@ async def test_a_heartbeat_that_fails_is_logged_and_tried_again_at_the_next(
     monkeypatch.setattr(layer, "group_add", away)
     monkeypatch.setattr(broadcast, "version_of", database_away)
     try:
-        with caplog.at_level(logging.WARNING, logger="activity.broadcast"):
+        with caplog.at_level(logging.WARNING, logger="activity.push.broadcast"):
             await page.told(await version_now(chat_id))
         assert faults == {"group_add": 0, "version_of": 0}
         assert caplog.text.count("missed a heartbeat") == 2

@@ -17,9 +17,11 @@ from django.db import connections
 from django.test import Client
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from activity import broadcast, groups, presence, pushes
-from activity.frames import CLOSE_TOO_LARGE, CLOSE_UNAVAILABLE
+from activity.core import groups
+from activity.live import presence
 from activity.models import AgentToken, Chat, ToolActivity, Workspace
+from activity.push import broadcast, pushes
+from activity.wire.frames import CLOSE_TOO_LARGE, CLOSE_UNAVAILABLE
 from koruweb.asgi import application
 from tests import frames
 from tests.factories import HeldPage
@@ -422,7 +424,7 @@ async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeyp
 
 
 async def test_updates_that_arrive_while_a_push_goes_out_are_carried_by_one_more_push():
-    from activity import broadcast
+    from activity.push import broadcast
 
     _, token = await workspace_with_token()
     chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from activity.calls import state_of
-from activity.contract import (
+from activity.core.contract import (
     ChoiceIntent,
     ToolActivityRecord,
     ToolApproval,
@@ -21,7 +20,8 @@ from activity.contract import (
     clean_text,
     tool_activity_json_schema,
 )
-from activity.merge import CallState
+from activity.core.merge import CallState
+from activity.live.calls import state_of
 from activity.models import ToolActivity
 from tests import frames
 from tests.factories import apply, make_turn, save_call

@@ -14,9 +14,11 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.test import Client
 
-from activity import drive, pipeline, pushes
-from activity.frames import WEB_PROMPT_CHARS
+from activity.live import drive
 from activity.models import Chat, InferenceAttempt, WebPrompt
+from activity.push import pushes
+from activity.sockets import pipeline
+from activity.wire.frames import WEB_PROMPT_CHARS
 from tests import frames
 from tests.test_pipeline import (  # noqa: F401  (fixtures: the channel layer flushed, a token)
     FakeSocket,
@@ -487,7 +489,7 @@ async def test_what_the_agent_names_its_modes_and_commands_is_shown_as_text(
     await run.runner.stop()
 
 
-# A key line and a token in the shapes activity/secrets.py masks (issue 22).
+# A key line and a token in the shapes activity/core/masking.py masks (issue 22).
 KEY_LINE = "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123"
 KEY = "abcdefghijklmnopqrstuvwxyz0123"
 GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"

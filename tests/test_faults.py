@@ -8,7 +8,7 @@ import pytest
 from django.db import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from activity import faults
+from activity.live import faults
 
 log = logging.getLogger("koruweb.test")
 

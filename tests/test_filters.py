@@ -1,4 +1,4 @@
-"""Finding calls in a long run (activity/filters.py): a filter by status, kind and text that
+"""Finding calls in a long run (activity/review/filters.py): a filter by status, kind and text that
 lives in the URL, its counts, where "jump to the next failure / the waiting prompt" lead, and
 the filter bar a live page is pushed, equal to a fresh page's at the same version."""
 
@@ -13,9 +13,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from activity import pushes
 from activity.models import Chat, Prompt, ToolActivity, Workspace
-from activity.reads import LIVE_ROWS
+from activity.push import pushes
+from activity.review.reads import LIVE_ROWS
 from tests import frames
 from tests.factories import apply, run
 from tests.long_runs import long_run

@@ -1,4 +1,4 @@
-"""The server's boundary with a runner (activity/boundary.py, frames.py): a frame's text is
+"""The server's boundary with a runner (activity/live/boundary.py, frames.py): a frame's text is
 parsed safely and cleaned before anything stores it, and numbers are checked against the
 columns they reach."""
 
@@ -9,8 +9,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from activity import boundary
-from activity.frames import BIGINT_MAX, MAX_CUT_BYTES, runner_frame, seq_of
+from activity.live import boundary
+from activity.wire.frames import BIGINT_MAX, MAX_CUT_BYTES, runner_frame, seq_of
 from tests import frames
 
 

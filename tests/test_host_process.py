@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from activity.hostframes import MAX_ENTRIES, HostHello, Listing, Start, Started
 from activity.runner import host as host_process
 from activity.runner.hostdirs import Outside, listing, real_roots, resolve
+from activity.wire.hostframes import MAX_ENTRIES, HostHello, Listing, Start, Started
 
 ROOT = "/srv/projects"
 HELLO = {

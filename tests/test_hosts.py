@@ -18,9 +18,9 @@ from django.db import connections
 from django.test import AsyncClient, Client
 from django.utils import timezone
 
-from activity.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
-from activity.hostframes import Start, Started
 from activity.models import Workspace
+from activity.models.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
+from activity.wire.hostframes import Start, Started
 from koruweb.asgi import application
 
 FAKE_CHANNEL = "specific.test!host"
@@ -210,7 +210,7 @@ def test_an_approver_starts_a_run_with_a_token_of_its_own_and_waits_for_it(
 def test_a_run_the_host_could_not_start_says_why_and_its_token_is_revoked(online_host, as_approver):
     as_approver.post("/runs/new/start", start_post(online_host))
     run = HostRun.objects.get()
-    from activity import hosts
+    from activity.live import hosts
 
     hosts.started(online_host.pk, Started(id=run.pk, error="the runner did not start: boom"))
     page = as_approver.get(f"/runs/new/{run.pk}/").content.decode()
@@ -283,7 +283,7 @@ async def test_an_approver_browses_what_the_host_lists_and_a_refusal_reads_in_wo
 def test_a_host_that_does_not_answer_is_an_error_within_seconds(
     online_host, as_approver, monkeypatch
 ):
-    from activity import hosts
+    from activity.live import hosts
 
     monkeypatch.setattr(hosts, "HOST_REPLY_SECONDS", 0.2)
     page = as_approver.get(f"/runs/new?host={online_host.pk}").content.decode()
@@ -326,7 +326,8 @@ async def test_the_hosts_heartbeat_ends_with_its_consumer_even_one_that_dies_wit
 ):
     import json
 
-    from activity import consumers, hosts
+    from activity.live import hosts
+    from activity.sockets import consumers
 
     token = await database_sync_to_async(AgentToken.find)(tokens["host"], TokenKind.HOST)
     assert token is not None

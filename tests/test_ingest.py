@@ -9,12 +9,12 @@ import pytest
 from django.db import OperationalError, connection
 from pydantic import TypeAdapter
 
-from activity import boundary, chats, presence
-from activity.frames import runner_frame
-from activity.ingest import ingest
+from activity.live import boundary, chats, presence
+from activity.live.ingest import ingest
+from activity.live.turns import BEFORE_ANY_PROMPT
+from activity.live.work import FrameError
 from activity.models import Chat, Prompt, ToolActivity
-from activity.turns import BEFORE_ANY_PROMPT
-from activity.work import FrameError
+from activity.wire.frames import runner_frame
 from tests import factories, frames
 
 pytestmark = pytest.mark.django_db

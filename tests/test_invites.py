@@ -11,8 +11,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from activity import invites
-from activity.models import Invite, Membership, Role, Workspace
+from activity.models import Invite, InviteState, Membership, Role, Workspace
+from activity.people import invites
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +70,7 @@ def test_someone_logged_in_joins_by_the_link_and_a_member_cannot_spend_it(
     member_page = as_viewer.get(link)
     assert "already a member of Acme" in member_page.content.decode()
     as_viewer.post(link)
-    assert Invite.objects.get().state == invites.InviteState.OPEN, "left for someone else"
+    assert Invite.objects.get().state == InviteState.OPEN, "left for someone else"
 
     charlie = Client()
     charlie.force_login(outsider)

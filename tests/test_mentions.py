@@ -11,10 +11,9 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.db import connections
 
-from activity import mentions
-from activity.mentions import Mention
-from activity.models import Comment, Role, ToolActivity, Workspace
-from activity.pushes import render_changes
+from activity.models import Comment, Mention, Role, ToolActivity, Workspace
+from activity.push.pushes import render_changes
+from activity.review import mentions
 from tests import factories, frames
 from tests.people import logged_in, member
 from tests.test_needs import needs_socket, said

@@ -16,9 +16,10 @@ from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
 
-from activity import groups, needs
+from activity.core import groups
 from activity.models import AgentToken, Prompt, Workspace
-from activity.people_consumers import GroupMember, NeedsConsumer
+from activity.push import inbox as needs
+from activity.sockets.inbox import GroupMember, NeedsConsumer
 from koruweb.asgi import application
 from tests import factories, frames
 from tests.liveserver import REDIS_URL

@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
 
-from activity.origins import origin_allowed
+from activity.sockets.origins import origin_allowed
 from koruweb.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

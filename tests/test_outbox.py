@@ -8,7 +8,10 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
-from activity.frames import (
+from activity.runner import outbox as outbox_module
+from activity.runner.main import ERROR_CHARS, Options, Runner, page_url
+from activity.runner.outbox import FRAME_BUDGET, MARK, Outbox, cut_message
+from activity.wire.frames import (
     Acp,
     NumberedFrame,
     PromptOutcome,
@@ -16,9 +19,6 @@ from activity.frames import (
     TurnStarted,
     runner_frame,
 )
-from activity.runner import outbox as outbox_module
-from activity.runner.main import ERROR_CHARS, Options, Runner, page_url
-from activity.runner.outbox import FRAME_BUDGET, MARK, Outbox, cut_message
 
 
 def tool_update(text: str) -> dict:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from activity import contrast, diffs, highlight, terminal
-from activity.contract import bound
-from activity.render import unified_diff
+from activity.core.contract import bound
+from activity.core.render import unified_diff
+from activity.show import contrast, diffs, highlight, terminal
 from activity.templatetags.output import diff_filter, output
 from tests import frames
 from tests.factories import run

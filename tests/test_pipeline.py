@@ -14,9 +14,11 @@ from channels.testing import WebsocketCommunicator
 from django.db import OperationalError, connections
 from django.utils import timezone
 
-from activity import groups, pipeline, presence
-from activity.frames import CLOSE_FORBIDDEN, CLOSE_PROTOCOL, CLOSE_TOO_LARGE, CLOSE_UNAVAILABLE
+from activity.core import groups
+from activity.live import presence
 from activity.models import AgentToken, Chat, Prompt, ToolActivity
+from activity.sockets import pipeline
+from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_PROTOCOL, CLOSE_TOO_LARGE, CLOSE_UNAVAILABLE
 from koruweb.asgi import application
 from tests import frames
 

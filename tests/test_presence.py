@@ -16,9 +16,9 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 
-from activity import presence
+from activity.live import presence
+from activity.live.work import ChatChange
 from activity.models import Chat, InferenceAttempt, Prompt, ToolActivity, WebPrompt, Workspace
-from activity.work import ChatChange
 from tests import frames
 from tests.factories import apply, run
 from tests.test_consumers import viewer

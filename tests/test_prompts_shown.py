@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from activity import presence, prompts
-from activity.contract import Limits
+from activity.core import prompts
+from activity.core.contract import Limits
+from activity.live import presence
 from activity.models import Chat, Prompt, ToolActivity
 from activity.runner.turns import with_cwd
+from activity.wire.acp import META_CWD
 from tests import frames
 from tests.factories import apply
 from tests.merge.events import request_permission
@@ -84,7 +86,7 @@ def box(page: str, prompt: Prompt) -> str:
 
 
 def shows_the_diff(html: str) -> bool:
-    """The change as the rows show diffs (activity/diffs.py): its file, each line marked."""
+    """The change as the rows show diffs (activity/show/diffs.py): its file, each line marked."""
     return (
         re.search(r'<tr class="del">.*?<td class="code">second line</td></tr>', html) is not None
         and re.search(r'<tr class="add">.*?<td class="code">second line!</td></tr>', html)
@@ -108,7 +110,7 @@ def test_what_an_edit_asked_is_kept_once_in_the_rows_summary_with_its_diff(acme)
 
 
 def test_a_command_is_kept_with_the_directory_it_runs_in(acme):
-    chat = running(acme, ask(2, 7, bash(), _meta={prompts.META_CWD: "/home/ana/project"}))
+    chat = running(acme, ask(2, 7, bash(), _meta={META_CWD: "/home/ana/project"}))
     row = ToolActivity.objects.get(chat=chat)
 
     view = prompts.asked(row.agent_summary)
@@ -121,7 +123,7 @@ def test_a_command_is_kept_with_the_directory_it_runs_in(acme):
 
 def test_the_directory_the_agent_names_wins_over_the_sessions():
     call = {**bash(), "rawInput": {"command": ["make", "test"], "cwd": "/srv/app"}}
-    request = request_permission({"toolCall": call, "_meta": {prompts.META_CWD: "/home/ana"}})
+    request = request_permission({"toolCall": call, "_meta": {META_CWD: "/home/ana"}})
 
     assert prompts.command_of(request) == ("make test", "/srv/app")
 
@@ -143,9 +145,9 @@ def test_a_v2_command_prompt_about_no_call_keeps_its_command_and_directory(acme)
 def test_the_runner_adds_the_sessions_directory_and_never_the_agents_own_message():
     message = {"jsonrpc": "2.0", "id": 3, "method": "session/request_permission", "params": {}}
     sent = with_cwd(message, "/home/ana/project")
-    said = {"params": {"_meta": {prompts.META_CWD: "/elsewhere"}}}
+    said = {"params": {"_meta": {META_CWD: "/elsewhere"}}}
 
-    assert sent["params"]["_meta"] == {prompts.META_CWD: "/home/ana/project"}
+    assert sent["params"]["_meta"] == {META_CWD: "/home/ana/project"}
     assert message["params"] == {}  # the SDK still reads what the agent sent
     assert with_cwd(said, "/home/ana/project") is said
 
@@ -195,7 +197,7 @@ def test_the_chat_page_the_inbox_and_the_prompts_own_page_show_the_diff_before_a
 
 
 def test_the_inbox_shows_a_command_and_the_directory_it_runs_in(acme, as_approver: Client):
-    running(acme, ask(2, 7, bash(), _meta={prompts.META_CWD: "/home/ana/project"}))
+    running(acme, ask(2, 7, bash(), _meta={META_CWD: "/home/ana/project"}))
     prompt = Prompt.objects.get()
 
     shown = box(as_approver.get("/inbox/").content.decode(), prompt)

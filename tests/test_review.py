@@ -12,10 +12,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from activity import answers, reads
-from activity.contract import tool_activity_json_schema
-from activity.frames import runner_frame
-from activity.ingest import ingest
+from activity.core.contract import tool_activity_json_schema
+from activity.live import answers
+from activity.live.ingest import ingest
 from activity.models import (
     AgentToken,
     Chat,
@@ -24,7 +23,9 @@ from activity.models import (
     ToolActivity,
     Workspace,
 )
-from activity.pushes import render_changes
+from activity.push.pushes import render_changes
+from activity.review import reads
+from activity.wire.frames import runner_frame
 from tests import frames
 from tests.factories import run
 
@@ -199,7 +200,7 @@ def test_an_outsider_can_neither_comment_nor_export(acme, acme_approver, as_outs
     assert not Comment.objects.exists()
 
 
-# A key line and a token in the shapes activity/secrets.py masks (issue 22).
+# A key line and a token in the shapes activity/core/masking.py masks (issue 22).
 KEY_LINE = "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123"
 GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 

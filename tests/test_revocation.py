@@ -25,9 +25,12 @@ from django.contrib.sessions.models import Session
 from django.db import connections
 from django.test import Client
 
-from activity import broadcast, groups, presence, revoke, watching
-from activity.frames import CLOSE_FORBIDDEN, CLOSE_GONE, CLOSE_UNAUTHORIZED
+from activity.core import groups
+from activity.live import presence
 from activity.models import Chat, Membership, Role, Workspace
+from activity.push import broadcast, watching
+from activity.sockets import revoke
+from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_GONE, CLOSE_UNAUTHORIZED
 from koruweb.asgi import application
 from tests import factories, frames
 from tests.liveserver import REDIS_URL

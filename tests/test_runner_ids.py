@@ -20,11 +20,11 @@ from pydantic import BaseModel
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from activity.frames import Answer, runner_frame
 from activity.runner import link as link_module
 from activity.runner.main import Options, Runner
 from activity.runner.outbox import Outbox
 from activity.runner.turns import TurnTable
+from activity.wire.frames import Answer, runner_frame
 from tests.agents.secret_ids_agent import ALLOW_ID, IDS
 
 AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "secret_ids_agent.py")]

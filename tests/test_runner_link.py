@@ -17,7 +17,11 @@ from typing import Any
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
-from activity.frames import (
+from activity.runner import link as link_module
+from activity.runner.link import REFUSALS, Link, Refused
+from activity.runner.main import Options, Runner
+from activity.runner.outbox import MARK, Outbox
+from activity.wire.frames import (
     CLOSE_PROTOCOL,
     CLOSE_SERVER_ERROR,
     CLOSE_TOO_LARGE,
@@ -25,10 +29,6 @@ from activity.frames import (
     Acp,
     TurnEnded,
 )
-from activity.runner import link as link_module
-from activity.runner.link import REFUSALS, Link, Refused
-from activity.runner.main import Options, Runner
-from activity.runner.outbox import MARK, Outbox
 
 AGENTS = Path(__file__).resolve().parent / "agents"
 GIVE_UP = 30  # connections after which the fake server says the runner loops

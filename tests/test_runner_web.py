@@ -22,7 +22,6 @@ from pydantic import BaseModel
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from activity.frames import Answer, SessionInfo, WebCancel, WebMode, WebPromptFrame, runner_frame
 from activity.management.commands.agent import mode_list
 from activity.runner import link as link_module
 from activity.runner import setup
@@ -31,6 +30,14 @@ from activity.runner.main import Options, Runner
 from activity.runner.outbox import Outbox
 from activity.runner.turns import TurnTable
 from activity.runner.web import NOT_ALLOWED, NOT_RUNNING, Web
+from activity.wire.frames import (
+    Answer,
+    SessionInfo,
+    WebCancel,
+    WebMode,
+    WebPromptFrame,
+    runner_frame,
+)
 
 AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "sdk_agent.py")]
 WITHIN = 30.0  # a runner that has not got there by then never will: fail rather than hang

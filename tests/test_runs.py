@@ -11,11 +11,11 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from activity import answers
-from activity.frames import runner_frame
-from activity.ingest import ingest
+from activity.live import answers
+from activity.live.ingest import ingest
 from activity.models import Chat, Prompt, Workspace
-from activity.runs import PAGE_SIZE
+from activity.review.runs import PAGE_SIZE
+from activity.wire.frames import runner_frame
 from tests import factories, frames
 
 pytestmark = pytest.mark.django_db

@@ -17,11 +17,12 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
-from activity import presence, search
-from activity.contract import ERROR_MESSAGES, ToolApproval, ToolErrorCode, ToolStatus
-from activity.frames import runner_frame
-from activity.ingest import ingest
+from activity.core.contract import ERROR_MESSAGES, ToolApproval, ToolErrorCode, ToolStatus
+from activity.live import presence
+from activity.live.ingest import ingest
 from activity.models import Chat, ToolActivity, Workspace
+from activity.review import search
+from activity.wire.frames import runner_frame
 from tests import frames
 from tests.factories import make_turn
 

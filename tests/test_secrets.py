@@ -1,5 +1,5 @@
 """Secrets an agent prints are masked before koruweb stores, indexes or pushes them
-(activity/secrets.py, applied at the boundary): each known shape, in each field an agent
+(activity/core/masking.py, applied at the boundary): each known shape, in each field an agent
 controls, never reaches the database, the search, the export or the page."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from django.db import connection
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activity import boundary, search
-from activity.frames import runner_frame
-from activity.ingest import ingest
+from activity.core.masking import mask, mask_junction
+from activity.live import boundary
+from activity.live.ingest import ingest
 from activity.models import Chat
-from activity.secrets import mask, mask_junction
+from activity.review import search
+from activity.wire.frames import runner_frame
 from tests import factories, frames
 
 # Fake secrets, built in pieces so no scanner takes this file for a leak. Each: its shape, the

@@ -1,4 +1,4 @@
-"""Masking cannot stall the server (issue 22): every secret shape of activity/secrets.py takes
+"""Masking cannot stall the server (issue 22): every secret shape of activity/core/masking.py takes
 time linear in its text, on inputs built to make a backtracking pattern quadratic (repeated
 separators and prefixes, each a start that fails late). A frame may carry a string of 1 MiB.
 
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activity.secrets import mask, mask_junction
+from activity.core.masking import mask, mask_junction
 
 SMALL = 64 * 1024
 LARGE = 1024 * 1024

@@ -1,4 +1,4 @@
-"""Statuses in words a person uses (activity/statuses.py): what a call's and a turn's badge
+"""Statuses in words a person uses (activity/show/statuses.py): what a call's and a turn's badge
 says for each way it can stand or end, a command's exit code from what the agent reported
 (through the pure merge), and how each badge looks: its own glyph and outline, and text that
 passes WCAG AA on its tint in the light and the dark scheme (koruweb.css, "Statuses").
@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from activity import contrast, statuses
-from activity.calls import set_state
-from activity.contract import ToolApproval
-from activity.merge import AgentExited, Event, PromptClosed, TurnCancelled
+from activity.core import exits
+from activity.core.contract import ToolApproval
+from activity.core.merge import AgentExited, Event, PromptClosed, TurnCancelled
+from activity.live.calls import set_state
 from activity.models import InferenceAttempt, Prompt, ToolActivity
+from activity.show import contrast, statuses
 from activity.templatetags.badges import badge, call_status
 from tests.merge.events import permission, replay, text, tool_call, tool_call_update
 
@@ -161,9 +162,9 @@ def test_no_exit_code_is_made_up_or_kept_where_it_does_not_belong():
     assert statuses.call_status(crashed).words == "Agent crashed"
     assert statuses.call_status(crashed_later).words == "Agent crashed"
     for odd in (True, 2**40, "3", None, [3], "Exit code 99999999999"):
-        assert statuses.reported_exit_code({"exit_code": odd}) is None
-        assert statuses.reported_exit_code(odd) is None
-    assert statuses.reported_exit_code({"returncode": -9}) == -9
+        assert exits.reported_exit_code({"exit_code": odd}) is None
+        assert exits.reported_exit_code(odd) is None
+    assert exits.reported_exit_code({"returncode": -9}) == -9
 
 
 # --- a turn ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""A turn's timeline and its times (activity/timeline.py, activity/timing.py): a time axis with
-labels, lanes per kind, zoom in the URL, readable at 10,000 calls; a call's running time apart
-from its wait for a person, in rows, turns and the timeline."""
+"""A turn's timeline and its times (activity/show/timeline.py, activity/show/timing.py): a time
+axis with labels, lanes per kind, zoom in the URL, readable at 10,000 calls; a call's running
+time apart from its wait for a person, in rows, turns and the timeline."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from activity import reads, timeline, timing
 from activity.models import Chat, InferenceAttempt, ToolActivity
+from activity.review import reads
+from activity.show import timeline, timing
 from tests.long_runs import long_run
 
 pytestmark = pytest.mark.django_db

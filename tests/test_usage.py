@@ -1,6 +1,6 @@
 """What a run costs and how it is named: the agent's usage and cost per turn and per run said
 the way a person reads them, the run titled by its first prompt, the agent's version as a
-version (activity/usage.py, activity/templatetags/long.py)."""
+version (activity/live/usage.py, activity/templatetags/long.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from activity import usage
+from activity.live import usage
 from activity.models import Chat, InferenceAttempt
 from activity.templatetags.long import version_label
 from tests import frames

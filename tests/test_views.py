@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from activity import pushes
 from activity.models import AgentToken, Prompt
+from activity.push import pushes
 from activity.templatetags.koruweb import isolate, unbidi
 from tests import frames
 from tests.factories import run

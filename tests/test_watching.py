@@ -23,9 +23,9 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.db import connections
 from django.test import Client
 
-from activity import broadcast, watching
-from activity.consumers import ViewerConsumer
 from activity.models import Chat, Workspace
+from activity.push import broadcast, watching
+from activity.sockets.consumers import ViewerConsumer
 from koruweb.asgi import application
 from tests import frames
 from tests.factories import run

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from activity import presence
+from activity.live import presence
 from activity.models import (
     AgentToken,
     Chat,

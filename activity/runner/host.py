@@ -36,8 +36,11 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection
 
-from activity.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
-from activity.hostframes import (
+from activity.runner.hostdirs import Outside, listing, real_roots, resolve
+from activity.runner.link import TOKEN_VARIABLE, say, stay_connected
+from activity.runner.spawn import _die_with_runner
+from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
+from activity.wire.hostframes import (
     Exited,
     HostAgent,
     HostHello,
@@ -48,9 +51,6 @@ from activity.hostframes import (
     Welcome,
     to_host,
 )
-from activity.runner.hostdirs import Outside, listing, real_roots, resolve
-from activity.runner.link import TOKEN_VARIABLE, say, stay_connected
-from activity.runner.spawn import _die_with_runner
 
 MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
 START_SECONDS = 60.0  # how long a runner may take to print its run's page

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from activity.hostframes import MAX_ENTRIES, Entry
+from activity.wire.hostframes import MAX_ENTRIES, Entry
 
 
 class Outside(Exception):

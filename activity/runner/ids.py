@@ -3,7 +3,7 @@
 An agent chooses its JSON-RPC request ids, its permission options' ``optionId`` and its
 elicitations' ``elicitationId``, and may put anything in them — a key it found, say. The
 server masks every string of an agent's frame before it keeps or shows it
-(``activity/boundary.py``), so it could not repeat such an id to the agent exactly, and it
+(``activity/live/boundary.py``), so it could not repeat such an id to the agent exactly, and it
 must not keep one as sent. So the runner never forwards one:
 
 - every request of the agent is forwarded under the runner's own number (1, 2, … per run), so

@@ -31,7 +31,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.frames import CloseCode
 
-from activity.frames import (
+from activity.runner.outbox import Outbox
+from activity.wire.frames import (
     CLOSE_FORBIDDEN,
     CLOSE_PROTOCOL,
     CLOSE_SERVER_ERROR,
@@ -46,7 +47,6 @@ from activity.frames import (
     WebPromptFrame,
     server_frame,
 )
-from activity.runner.outbox import Outbox
 
 FATAL_CODES = {
     CLOSE_UNAUTHORIZED: "the server refused the agent token",

@@ -29,13 +29,13 @@ from acp.schema import (
     Implementation,
 )
 
-from activity.frames import TurnEnded, TurnStarted
 from activity.runner import setup
 from activity.runner.link import TOKEN_VARIABLE, Fatal, Link, Refused, say
 from activity.runner.outbox import Outbox, cut_text
 from activity.runner.spawn import one_line_logs, spawn
 from activity.runner.turns import RunnerClient, TurnTable
 from activity.runner.web import NoSuchMode, Prompt, Web, set_mode
+from activity.wire.frames import TurnEnded, TurnStarted
 
 READ_LIMIT = 64 * 1024 * 1024  # the agent's longest line the runner will read
 TITLE_CHARS = 200  # a title made from a prompt's first line

@@ -18,7 +18,7 @@ import time
 from collections import deque
 from typing import Any
 
-from activity.frames import NumberedFrame, acp_parts
+from activity.wire.frames import NumberedFrame, acp_parts
 
 FRAME_BUDGET = 900 * 1024  # under Daphne's 1 MiB limit, with room for the envelope
 STRING_LIMITS = (256 * 1024, 32 * 1024, 4 * 1024, 512)

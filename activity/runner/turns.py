@@ -37,11 +37,11 @@ from acp.schema import (
 )
 from pydantic import TypeAdapter, ValidationError
 
-from activity.frames import Acp, PromptOutcome
-from activity.prompts import META_CWD
 from activity.runner.ids import AgentIds
 from activity.runner.link import say
 from activity.runner.outbox import Outbox
+from activity.wire.acp import META_CWD
+from activity.wire.frames import Acp, PromptOutcome
 
 # The requests whose handlers wait for a person, each with the model the SDK validates it by:
 # a request that fails it never reaches its handler (the SDK answers "invalid params").

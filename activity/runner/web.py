@@ -30,11 +30,18 @@ from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
 from pydantic import ValidationError
 
-from activity.frames import SessionInfo, WebCancel, WebMode, WebPromptFrame, WebRefused, acp_parts
 from activity.runner import setup
 from activity.runner.link import say
 from activity.runner.outbox import Outbox, cut_text
 from activity.runner.turns import TurnTable
+from activity.wire.frames import (
+    SessionInfo,
+    WebCancel,
+    WebMode,
+    WebPromptFrame,
+    WebRefused,
+    acp_parts,
+)
 
 WebFrame = WebPromptFrame | WebCancel | WebMode
 NOT_ALLOWED = "this runner was not started with --allow-web"

@@ -15,7 +15,7 @@ from typing import Any
 
 from django import template
 
-from activity import prompts
+from activity.core import prompts
 from activity.models import Prompt, ToolActivity
 
 register = template.Library()

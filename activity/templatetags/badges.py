@@ -1,4 +1,4 @@
-"""Status badges (activity/statuses.py): ``{% load badges %}`` then ``{% call_status row %}``,
+"""Status badges (activity/show/statuses.py): ``{% load badges %}`` then ``{% call_status row %}``,
 ``{% turn_status attempt %}``, ``{% run_status chat %}``, ``{% call_count status n %}`` or
 ``{% waiting_status prompt %}``."""
 
@@ -8,8 +8,8 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from activity import statuses
 from activity.models import Chat, InferenceAttempt, Prompt, ToolActivity
+from activity.show import statuses
 
 register = template.Library()
 

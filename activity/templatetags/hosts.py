@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from activity import access
-from activity.accounts import AgentHost
+from activity.models.accounts import AgentHost
+from activity.people import access
 
 register = template.Library()
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from activity import needs
+from activity.push import inbox as needs
 
 register = template.Library()
 

@@ -6,9 +6,11 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeData, SafeString, mark_safe
 
-from activity import dom, mentions
-from activity.markdown import render_markdown
 from activity.models import Comment
+from activity.review import mentions
+from activity.show import dom
+from activity.show.markdown import render_markdown
+from activity.show.timing import millis
 
 register = template.Library()
 
@@ -19,7 +21,8 @@ BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 
 @register.filter
 def dom_id(pk: object, kind: str) -> str:
-    """The DOM id of an object of ``kind`` (``activity/dom.py``): ``{{ row.pk|dom_id:"tool" }}``."""
+    """The DOM id of an object of ``kind`` (``activity/show/dom.py``):
+    ``{{ row.pk|dom_id:"tool" }}``."""
     return dom.dom_id(kind, str(pk))
 
 
@@ -43,19 +46,7 @@ def diff_lines(text: str | None) -> list[tuple[str, str]] | None:
     return [(kinds.get(line[:1], "ctx"), line) for line in text.split("\n")]
 
 
-@register.filter
-def millis(value: int | None) -> str:
-    """A duration in milliseconds, for a person: 850 ms, 4.2 s, 3 min 5 s, 2 h 46 min."""
-    if value is None or value < 0:
-        return ""
-    if value < 1000:
-        return f"{value} ms"
-    if value < 60_000:
-        return f"{value / 1000:.1f} s"
-    minutes, seconds = divmod(value // 1000, 60)
-    if minutes >= 60:
-        return f"{minutes // 60} h {minutes % 60} min"
-    return f"{minutes} min {seconds} s"
+register.filter("millis", millis)
 
 
 @register.filter(is_safe=True)

@@ -13,9 +13,10 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from activity import timing, usage
+from activity.live import usage
 from activity.models import Chat, InferenceAttempt, ToolActivity
-from activity.templatetags.koruweb import millis
+from activity.show import timing
+from activity.show.timing import millis
 
 register = template.Library()
 

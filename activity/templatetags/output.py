@@ -1,8 +1,8 @@
 """What a tool printed or changed, as a person reads it: ``{{ row.agent_output|output }}``.
 
-``output`` renders any agent text: each unified diff in it as a diff (``activity/diffs.py``),
+``output`` renders any agent text: each unified diff in it as a diff (``activity/show/diffs.py``),
 each Markdown code fence unwrapped and highlighted by its language, the rest as a terminal shows
-it (``activity/terminal.py``), each block with a copy button (``static/koruweb/output.js``).
+it (``activity/show/terminal.py``), each block with a copy button (``static/koruweb/output.js``).
 ``diff`` renders text that holds a change, such as what a permission prompt asks: its diffs the
 same way, the words around them as words. Both escape every character of the text and give
 their colours as classes (``static/koruweb/output.css``, ``/highlight.css``).
@@ -21,8 +21,8 @@ from django.urls import reverse
 from django.utils.html import escape, linebreaks
 from django.utils.safestring import SafeString, mark_safe
 
-from activity import diffs, highlight, terminal
-from activity.contract import CUT_MARKER
+from activity.core.contract import CUT_MARKER
+from activity.show import diffs, highlight, terminal
 
 register = template.Library()
 

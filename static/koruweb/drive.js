@@ -1,4 +1,4 @@
-// The message box of a run that takes prompts from the web (activity/drive.py). Enter sends,
+// The message box of a run that takes prompts from the web (activity/live/drive.py). Enter sends,
 // Shift+Enter is a new line; "/" at the start offers the agent's commands (pushed in #drive as
 // .drive-commands) in a listbox: arrows move, Enter or Tab takes one, Escape closes it (the keys
 // are listbox.js's). A message sent leaves the box; a queued message saved closes its editor.

@@ -35,7 +35,7 @@
     retitle();
   };
   live?.addEventListener("htmx:ws:after:message:incoming", changed);
-  // Signed out (activity/revoke.py closes the socket with 4401; htmx does not reconnect): the
+  // Signed out (activity/sockets/revoke.py closes the socket with 4401; htmx does not reconnect): the
   // line at the top of the page says so (needs.js), and the list is marked as no longer live.
   live?.addEventListener("htmx:ws:close", (event) => {
     if (event.detail.code !== 4401) return;

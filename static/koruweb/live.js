@@ -5,13 +5,13 @@
 // applied in order; a page whose parts were broken off, or told to ("reload"), fetches its
 // regions over HTTP instead and asks for what changed since the version it got. The list of
 // who is watching ({"watching": html}) comes beside the chain, with no version. A socket the
-// server closes because this person may no longer watch (activity/revoke.py: signed out, no
+// server closes because this person may no longer watch (activity/sockets/revoke.py: signed out, no
 // longer a member, the run deleted) ends the page's live life: the pill says why, and it stops.
 (() => {
   const live = document.getElementById("live");
   if (!live) return;
   const status = document.getElementById("connection");
-  // What a reload fetches: every region drawn at the page's version (activity/dom.py, REGIONS).
+  // What a reload fetches: every region drawn at the page's version (activity/show/dom.py, REGIONS).
   const REGIONS = ["chat-head", "run-filter", "turns", "drive"];
   const QUIET = Number(live.dataset.quietMs) || 0; // ms with no push before the page asks again
   const WORDS = {
@@ -51,7 +51,7 @@
     connection.socket.send(JSON.stringify({ since: shown }));
   };
   // A page that hears nothing for QUIET ms — no push, not even a heartbeat's version
-  // (activity/broadcast.py) — confirms the version it shows: the server answers with what it
+  // (activity/push/broadcast.py) — confirms the version it shows: the server answers with what it
   // missed, or with nothing ({"from": V, "to": V}). Quietly: the pill stays as it is.
   const confirm = () => {
     hear();
@@ -76,7 +76,7 @@
     parts = null;
     show("updating", "loading a large change");
     try {
-      // With its query: a filtered page (activity/filters.py) gets its filtered regions back.
+      // With its query: a filtered page (activity/review/filters.py) gets its filtered regions back.
       const answer = await fetch(location.pathname + location.search, { headers: { Accept: "text/html" } });
       if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
       const page = new DOMParser().parseFromString(await answer.text(), "text/html");
@@ -97,7 +97,7 @@
     }
   };
 
-  // Why the server closed the socket for good (the close codes of activity/frames.py), said in
+  // Why the server closed the socket for good (the close codes of activity/wire/frames.py), said in
   // the pill (a live region), with what to do about it.
   const isolated = (text) => Object.assign(document.createElement("bdi"), { textContent: text });
   const signIn = () => {
@@ -153,7 +153,7 @@
       return skip(event);
     }
     if (typeof push.watching === "string") {
-      // Who is watching (activity/watching.py): not in the database, so it carries no version
+      // Who is watching (activity/push/watching.py): not in the database, so it carries no version
       // and leaves the chain alone; its region is morphed in place.
       skip(event);
       htmx.swap({ sourceElement: live, target: live, swap: "none", text: push.watching, transition: false });

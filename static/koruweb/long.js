@@ -1,4 +1,4 @@
-// Long runs on the chat page (activity/filters.py): the filter form applies as soon as a select
+// Long runs on the chat page (activity/review/filters.py): the filter form applies as soon as a select
 // changes; "Jump to the next failure" (key F, Shift+F goes back) and "Jump to the waiting
 // prompt" (key W) move the focus to it; and a filtered page stays filtered while live.
 (() => {

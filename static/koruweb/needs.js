@@ -1,9 +1,9 @@
-// Needs you, on every page (activity/needs.py): the count on Inbox and in the tab title (the
+// Needs you, on every page (activity/push/inbox.py): the count on Inbox and in the tab title (the
 // prompts this person may answer and the comments that mention them), a line read out when a
 // new prompt or mention arrives, and on the runs list each run's line in place.
 // The server says each workspace's count, once for everyone; this page adds up the
 // workspaces where its person may answer (the socket only hears of those). When this person's
-// access ends (activity/revoke.py) a line at the top of the page says so, and is read out:
+// access ends (activity/sockets/revoke.py) a line at the top of the page says so, and is read out:
 // signed out (the socket closed with 4401; the inbox's socket says the same, through the
 // "koruweb:ended" event), or no longer a member of a workspace ({"left": …}).
 (() => {

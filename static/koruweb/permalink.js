@@ -1,6 +1,6 @@
 // Permalinks to a row (#tool-<uuid>): scroll to it and highlight it. A row that is not on this
 // page (a very long turn shows its latest calls live) is found through /tools/<uuid>/.
-// The prefix comes from the script tag (data-prefix), which takes it from activity/dom.py.
+// The prefix comes from the script tag (data-prefix), which takes it from activity/show/dom.py.
 (() => {
   const prefix = document.currentScript.dataset.prefix;
   const show = () => {

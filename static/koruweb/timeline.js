@@ -1,4 +1,4 @@
-// The turn's timeline (activity/timeline.py): drag across a lane to zoom into that stretch of
+// The turn's timeline (activity/show/timeline.py): drag across a lane to zoom into that stretch of
 // time. The zoom is the page's own link (?from=&to=, ms from the turn's start), so Back goes
 // back out, and the preset links above the plot work without this script.
 (() => {

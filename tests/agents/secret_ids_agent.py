@@ -1,7 +1,7 @@
 """ACP agent whose own ids are secret-shaped (issue 22), writing raw JSON lines. Stdlib only.
 
 Run: ``python tests/agents/secret_ids_agent.py``. Its request ids, permission option ids and
-the key it prints are the constants below: keys of known shapes (``activity/secrets.py``), so a
+the key it prints are the constants below: keys of known shapes (``activity/core/masking.py``), so a
 test can tell that none of them reached the server as the agent sent them.
 
   initialize      → {protocolVersion: 1, agentInfo: {name: "koruweb-secret-ids-agent"}}

@@ -20,8 +20,8 @@ from django.test import Client
 from playwright.sync_api import Page, WebSocket, expect
 
 from activity.models import Chat, Membership, Role, ToolActivity, Workspace
-from activity.reads import with_prompts
-from activity.statuses import call_status
+from activity.review.reads import with_prompts
+from activity.show.statuses import call_status
 from tests.browser.runner import Runner
 
 PASSWORD = "correct horse battery staple"

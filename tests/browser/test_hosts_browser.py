@@ -22,8 +22,8 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import Page, expect
 
-from activity.accounts import AgentHost, AgentToken, TokenKind
 from activity.models import Role, Workspace
+from activity.models.accounts import AgentHost, AgentToken, TokenKind
 from tests.browser.helpers import member, sign_in
 from tests.liveserver import BASE_DIR, Server, child_env
 

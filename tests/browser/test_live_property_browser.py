@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from playwright.sync_api import BrowserContext, Page, expect
 
 from activity.models import Chat, Role
-from activity.reads import LIVE_ROWS
+from activity.review.reads import LIVE_ROWS
 from tests import frames
 from tests.browser.helpers import (
     RECONNECT_TIMEOUT,
@@ -104,7 +104,7 @@ SNAPSHOT = """() => new Promise((resolve) => setTimeout(() => resolve((() => {
     mine: document.querySelector(".answering")?.dataset.canAnswer === "true",
   };
 })()), 0))"""
-MINE = ("rows", "turns")  # what pushes and their parts bring (activity/pushes.py)
+MINE = ("rows", "turns")  # what pushes and their parts bring (activity/push/pushes.py)
 
 
 def snapshot(page: Page) -> dict[str, Any]:

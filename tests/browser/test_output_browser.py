@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from activity import contrast
-from activity.render import unified_diff
+from activity.core.render import unified_diff
+from activity.show import contrast
 from tests import frames
 from tests.browser.helpers import DESKTOP, PHONE, Team, row_of, screenshot, sign_in
 from tests.browser.runner import Runner

@@ -17,8 +17,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from activity.accounts import AgentHost, TokenKind
 from activity.models import AgentToken, Chat, Role, ToolActivity, Workspace
+from activity.models.accounts import AgentHost, TokenKind
 from tests import factories, frames
 from tests.browser.helpers import (
     DESKTOP,

@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from activity.models import Role, ToolActivity
-from activity.prompts import META_CWD
+from activity.wire.acp import META_CWD
 from tests import frames
 from tests.browser.helpers import (
     DESKTOP,

@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from activity.models import ToolActivity
-from activity.statuses import Shown, call_status
+from activity.show.statuses import Shown, call_status
 from tests import frames
 from tests.browser.helpers import (
     RECONNECT_TIMEOUT,
@@ -104,7 +104,7 @@ def expect_screen_equals_export(page: Page, chat_id: uuid.UUID) -> None:
 
 
 def status_of(record: dict[str, Any]) -> Shown:
-    """What the page says of an exported row's status (activity/statuses.py)."""
+    """What the page says of an exported row's status (activity/show/statuses.py)."""
     fields = ("status", "approval", "error_code", "read_only", "started_at", "error_message")
     return call_status(ToolActivity(**{name: record[name] for name in fields}))
 

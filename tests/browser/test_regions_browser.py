@@ -1,6 +1,6 @@
 """Every region of a live chat page follows the run, not only its rows: the filter bar's counts,
 chips and jumps change as calls arrive and prompts come and go, and at the end each region is
-what a fresh load draws (activity/dom.py, REGIONS). A page that has heard nothing for a while
+what a fresh load draws (activity/show/dom.py, REGIONS). A page that has heard nothing for a while
 asks for its version and catches up (README "Live updates")."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
-from activity import dom
 from activity.models import Chat
+from activity.show import dom
 from tests import frames
 from tests.browser.helpers import (
     DESKTOP,

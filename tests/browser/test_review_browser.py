@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from activity.models import Role
-from activity.reads import LIVE_ROWS
+from activity.review.reads import LIVE_ROWS
 from tests import frames
 from tests.browser.helpers import (
     Live,

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from activity.mentions import Mention
-from activity.models import Role
+from activity.models import Mention, Role
 from tests import frames
 from tests.browser.helpers import (
     DESKTOP,

@@ -25,7 +25,7 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from activity.models import AgentToken, Chat, Membership, Prompt, Role, ToolActivity, Workspace
-from activity.review import add_comment
+from activity.review.mentions import add_comment
 from tests import frames
 from tests.browser.helpers import Live, Team, open_chat, password_hash, sign_in
 from tests.browser.runner import Runner

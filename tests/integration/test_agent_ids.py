@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from activity import search
 from activity.models import AgentToken, Prompt, Role, ToolActivity, Workspace
+from activity.review import search
 from tests.agents.secret_ids_agent import IDS, KEY
 from tests.integration.test_drive import Person
 from tests.integration.test_runner import (  # noqa: F401  (a fixture: no runner outlives its test)

@@ -19,8 +19,7 @@ from channels_redis.core import RedisChannelLayer
 from django.contrib.auth.models import User
 from django.test import Client
 
-from activity import drive
-from activity.frames import WebMode
+from activity.live import drive
 from activity.models import (
     AgentToken,
     Chat,
@@ -32,6 +31,7 @@ from activity.models import (
     Workspace,
 )
 from activity.runner.web import NOT_ALLOWED
+from activity.wire.frames import WebMode
 from tests.agents.real import anthropic
 from tests.agents.real.fakeapi import FakeModels, Say
 from tests.agents.real.harness import RealRun, isolated_env

@@ -36,9 +36,9 @@ from psycopg import sql
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from activity.contract import tool_activity_json_schema
-from activity.frames import CLOSE_UNAVAILABLE
+from activity.core.contract import tool_activity_json_schema
 from activity.models import AgentToken, Chat, ToolActivity, Workspace
+from activity.wire.frames import CLOSE_UNAVAILABLE
 from tests import frames
 from tests.liveserver import Server
 

@@ -23,10 +23,10 @@ from channels_redis.core import RedisChannelLayer
 from django.contrib.auth.models import User
 from django.test import Client
 
-from activity import groups
-from activity.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
-from activity.hostframes import ListDir, Listing, Start
+from activity.core import groups
 from activity.models import Chat, Membership, Role, ToolActivity, Workspace
+from activity.models.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
+from activity.wire.hostframes import ListDir, Listing, Start
 from tests.integration.test_runner import children, eventually
 from tests.liveserver import BASE_DIR, REDIS_URL, Server, child_env
 

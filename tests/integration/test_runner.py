@@ -21,8 +21,8 @@ from channels_redis.core import RedisChannelLayer
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from activity import groups
-from activity.answers import send_answer
+from activity.core import groups
+from activity.live.answers import send_answer
 from activity.models import AgentToken, Chat, InferenceAttempt, Prompt, ToolActivity, Workspace
 from tests import frames
 from tests.liveserver import BASE_DIR, REDIS_URL, Server, child_env

@@ -23,7 +23,7 @@ from django.test import Client
 from websockets.sync.client import ClientConnection, connect
 
 from activity.models import AgentToken, Role, ToolActivity, Workspace
-from activity.pipeline import INLINE_CHARS
+from activity.sockets.pipeline import INLINE_CHARS
 from tests import frames
 from tests.factories import run
 from tests.liveserver import Server

@@ -20,8 +20,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from websockets.sync.client import ClientConnection, connect
 
-from activity import watching
 from activity.models import Role, Workspace
+from activity.push import watching
 from tests import frames
 from tests.factories import run
 from tests.liveserver import REDIS_URL, Server

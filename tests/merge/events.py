@@ -9,16 +9,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from activity.contract import (
+from activity.core.contract import (
     Limits,
 )
-from activity.merge import (
+from activity.core.merge import (
     CallState,
     Event,
     MergeContext,
     merge,
 )
-from activity.protocol import (
+from activity.wire.acp import (
     CreateElicitation,
     RequestPermission,
     SessionNotification,

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from activity.contract import (
+from activity.core.contract import (
     ERROR_MESSAGES,
     ToolApproval,
     ToolErrorCode,
     ToolStatus,
 )
-from activity.merge import (
+from activity.core.merge import (
     Event,
     PromptClosed,
     TurnCancelled,

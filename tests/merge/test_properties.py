@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activity.contract import (
+from activity.core.contract import (
     ERROR_MESSAGES,
     FINAL_STATUSES,
     READ_ONLY_KINDS,
@@ -19,7 +19,8 @@ from activity.contract import (
     ToolErrorCode,
     ToolStatus,
 )
-from activity.merge import (
+from activity.core.exits import exit_message
+from activity.core.merge import (
     AgentExited,
     CallState,
     Event,
@@ -29,12 +30,11 @@ from activity.merge import (
     TurnEnded,
     merge,
 )
-from activity.protocol import (
+from activity.wire.acp import (
     CreateElicitation,
     RequestPermission,
     ToolCallUpdate,
 )
-from activity.statuses import exit_message
 from tests.merge.events import (
     CALL,
     content_chunk,

@@ -1,4 +1,4 @@
-"""How the merge renders what the agent sent (``activity/render.py``): inputs, outputs,
+"""How the merge renders what the agent sent (``activity/core/render.py``): inputs, outputs,
 diffs, terminals and content it does not know.
 
 Pure: no database, no socket.

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from activity.contract import (
+from activity.core.contract import (
     ERROR_MESSAGES,
     ToolApproval,
     ToolErrorCode,
     ToolStatus,
 )
-from activity.merge import (
+from activity.core.merge import (
     AgentExited,
     Event,
     PromptClosed,

@@ -1,9 +1,9 @@
 """A key split across the content blocks of one call's update is masked where the blocks meet
-(issue 22, ``activity/render.py`` ``render_content``), and the call's ``result_bytes`` stays
+(issue 22, ``activity/core/render.py`` ``render_content``), and the call's ``result_bytes`` stays
 the size of what the agent sent.
 
 Each block's strings are masked alone first, as the server's boundary does
-(``activity/boundary.py``). Pure: no database, no socket.
+(``activity/live/boundary.py``). Pure: no database, no socket.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from activity import boundary
+from activity.live import boundary
 from tests.merge.events import apply, permission, text, tool_call, tool_call_update
 
 KEY = "sk-ant-api03-" + "Hq2Wd9Ls4Kf7Np1Bx6Mz3Cv8Tr5Gy0Ju7Ek2Ao9x"

@@ -6,13 +6,13 @@ Pure: no database, no socket.
 
 from __future__ import annotations
 
-from activity.contract import (
+from activity.core.contract import (
     ERROR_MESSAGES,
     ToolApproval,
     ToolErrorCode,
     ToolStatus,
 )
-from activity.merge import (
+from activity.core.merge import (
     Event,
     PromptClosed,
     TurnEnded,

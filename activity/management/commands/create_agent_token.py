@@ -6,8 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.text import slugify
 
-from activity.accounts import TokenKind
 from activity.models import AgentToken, Membership, Role, Workspace
+from activity.models.accounts import TokenKind
 
 
 class Command(BaseCommand):

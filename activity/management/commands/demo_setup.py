@@ -11,8 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.utils import timezone
 
-from activity.accounts import TokenKind
 from activity.models import AgentToken, Membership, Role, Workspace
+from activity.models.accounts import TokenKind
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"

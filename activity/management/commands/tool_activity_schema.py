@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from activity.contract import tool_activity_json_schema
+from activity.core.contract import tool_activity_json_schema
 
 
 class Command(BaseCommand):

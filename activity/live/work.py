@@ -1,0 +1,174 @@
+"""The working set of one write to a chat: what a batch loaded, made and changed.
+
+Every writer of a chat fills a ``Work`` inside ``chats.change`` (which holds the chat's row
+lock), then ``write`` saves it once: new objects in bulk, each changed object once, and the
+chat's version bumped once, so every push and resync can say exactly what changed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from django.db.models import Model
+
+from activity.core.contract import Limits
+from activity.models import Chat, InferenceAttempt, Message, Prompt, ToolActivity
+
+INSERT_ORDER = (InferenceAttempt, Message, ToolActivity, Prompt)
+# Which of the chat's per-kind versions a change to an object moves (Chat.turns_version, …).
+# A prompt shows in its row or, about no row, in its turn's head.
+KIND_VERSIONS: dict[type[Model], tuple[str, ...]] = {
+    InferenceAttempt: ("turns_version",),
+    Message: ("replies_version",),
+    ToolActivity: ("rows_version",),
+    Prompt: ("turns_version", "rows_version"),
+}
+
+
+class FrameError(Exception):
+    """A frame that cannot be applied; its message is sent back to the runner."""
+
+
+@dataclass(frozen=True)
+class ChatChange:
+    """What one write did to a chat: versions ``since`` → ``version`` (equal: nothing)."""
+
+    chat_id: uuid.UUID
+    workspace_id: uuid.UUID
+    since: int
+    version: int
+    prompts_changed: bool = False  # a prompt opened, was answered or closed: inboxes change
+    listed: bool = False  # what the runs list shows of it changed (head, a turn, a prompt)
+    mentioned: tuple[int, ...] = ()  # people a new comment mentions: their inboxes change
+
+    @property
+    def changed(self) -> bool:
+        return self.version > self.since
+
+    @classmethod
+    def gone(cls, chat: Chat) -> ChatChange:
+        """A chat that was deleted: nothing to push, but its open prompts left the inboxes."""
+        version = chat.version
+        return cls(chat.pk, chat.workspace_id, version, version, prompts_changed=True, listed=True)
+
+
+@dataclass
+class Work:
+    """The in-memory working set of one batch."""
+
+    chat: Chat
+    limits: Limits
+    rows: dict[str, ToolActivity] = field(default_factory=dict)  # by the agent's toolCallId
+    absent: set[str] = field(default_factory=set)  # toolCallIds known to have no row yet
+    prompts: dict[str, Prompt] = field(default_factory=dict)  # by request key
+    new: list[Model] = field(default_factory=list)
+    new_ids: set[int] = field(default_factory=set)
+    dirty: dict[int, tuple[Model, set[str]]] = field(default_factory=dict)
+    meta_changed: bool = False
+    mentioned: list[int] = field(default_factory=list)  # user ids, see ChatChange.mentioned
+    result: ChatChange | None = None  # set by chats.change once the write is done
+
+    @property
+    def done(self) -> ChatChange:
+        """What the write did; only after the ``chats.change`` block."""
+        if self.result is None:
+            raise RuntimeError("the change is read after its chats.change block")
+        return self.result
+
+    def add(self, *objs: Model) -> None:
+        self.new += objs
+        self.new_ids.update(map(id, objs))
+
+    def touch(self, obj: Model, *fields: str) -> None:
+        if not fields or id(obj) in self.new_ids:
+            return
+        self.dirty.setdefault(id(obj), (obj, set()))[1].update(fields)
+
+    def touch_meta(self, *fields: str) -> None:
+        self.touch(self.chat, *fields)
+        self.meta_changed = True
+
+    def attempt(self) -> InferenceAttempt:
+        attempt = self.chat.current_attempt
+        if attempt is None:
+            raise FrameError("no turn has started in this chat yet")
+        return attempt
+
+    def attempt_of(self, prompt: Prompt) -> InferenceAttempt:
+        current = self.chat.current_attempt
+        if current is not None and current.pk == prompt.attempt_id:
+            return current
+        return InferenceAttempt.objects.get(pk=prompt.attempt_id)
+
+    def reply(self, attempt: InferenceAttempt) -> Message:
+        return attempt.reply
+
+    def row(self, tool_call_id: str) -> ToolActivity | None:
+        if tool_call_id in self.absent:
+            return None  # the batch's preload already looked
+        if tool_call_id not in self.rows:
+            found = ToolActivity.objects.filter(chat=self.chat, tool_call_id=tool_call_id).first()
+            if found is None:
+                return None
+            self.rows[tool_call_id] = found
+        return self.rows[tool_call_id]
+
+    def prompt(self, key: str) -> Prompt | None:
+        if key not in self.prompts:
+            found = Prompt.objects.filter(chat=self.chat, request_id=key).first()
+            if found is None:
+                return None
+            self.prompts[key] = found
+        return self.prompts[key]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.new or self.dirty)
+
+    @property
+    def prompts_changed(self) -> bool:
+        touched = [*self.new, *(obj for obj, _ in self.dirty.values())]
+        return any(isinstance(obj, Prompt) for obj in touched)
+
+    @property
+    def listed(self) -> bool:
+        """Whether the runs list's line of the chat changed: its head (title, runner), a turn
+        started or ended, a prompt opened or closed (its "needs you" marker)."""
+        touched = [*self.new, *(obj for obj, _ in self.dirty.values())]
+        return self.meta_changed or any(isinstance(o, InferenceAttempt | Prompt) for o in touched)
+
+
+def write(work: Work, since: int) -> None:
+    """Save what the working set changed, under one new chat version."""
+    chat = work.chat
+    kinds: set[str] = set()
+    if work.changed:
+        chat.version = since + 1
+        for obj in [*work.new, *(obj for obj, _ in work.dirty.values())]:
+            kinds.update(KIND_VERSIONS.get(type(obj), ()))
+        for name in kinds:
+            setattr(chat, name, chat.version)
+        for obj in work.new:
+            obj.version = obj.created_version = chat.version  # type: ignore[attr-defined]
+        for obj, fields in work.dirty.values():
+            if obj is not chat:
+                obj.version = chat.version  # type: ignore[attr-defined]
+                fields.add("version")
+        if work.meta_changed:
+            chat.meta_version = chat.version
+    for model in INSERT_ORDER:
+        batch = [obj for obj in work.new if type(obj) is model]
+        if batch:
+            cast(Any, model.objects).bulk_create(batch)
+    for obj, fields in work.dirty.values():
+        if obj is not chat:
+            obj.save(update_fields=sorted(fields))
+    columns = ["version", "meta_version", "last_seq", *sorted(kinds), *_chat_fields(work)]
+    chat.save(update_fields=columns)
+
+
+def _chat_fields(work: Work) -> list[str]:
+    entry = work.dirty.get(id(work.chat))
+    return sorted(entry[1]) if entry else []

@@ -1,0 +1,57 @@
+"""koruweb's durable records, one module per kind, every model re-exported here.
+
+``chats`` (workspaces, chats, turns, replies, ToolActivity rows, prompts, comments),
+``accounts`` (memberships, agent tokens, hosts and their runs), ``invites``, ``mentions`` and
+``webprompts`` (a person's messages to a run). The app label stays ``activity`` and the tables
+keep their names, so moving a model between these modules needs no migration.
+
+May import: Django, ``activity.core`` (the contract's enums and bounds). Nothing above it.
+"""
+
+from __future__ import annotations
+
+from activity.models.accounts import (
+    AgentHost,
+    AgentToken,
+    HostRun,
+    HostRunStatus,
+    Membership,
+    Role,
+    TokenKind,
+)
+from activity.models.chats import (
+    Chat,
+    Comment,
+    InferenceAttempt,
+    Message,
+    Prompt,
+    PromptKind,
+    ToolActivity,
+    Workspace,
+)
+from activity.models.invites import Invite, InviteState
+from activity.models.mentions import Mention
+from activity.models.webprompts import WebPrompt, WebPromptStatus
+
+__all__ = [
+    "AgentHost",
+    "AgentToken",
+    "Chat",
+    "Comment",
+    "HostRun",
+    "HostRunStatus",
+    "InferenceAttempt",
+    "Invite",
+    "InviteState",
+    "Membership",
+    "Mention",
+    "Message",
+    "Prompt",
+    "PromptKind",
+    "Role",
+    "TokenKind",
+    "ToolActivity",
+    "WebPrompt",
+    "WebPromptStatus",
+    "Workspace",
+]

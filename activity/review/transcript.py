@@ -1,0 +1,117 @@
+"""A turn as it happened: the reply's Markdown with the tool rows where they were made, and the
+same turn as a Markdown document to download (its timeline: activity/show/timeline.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from activity.core import prompts
+from activity.models import Chat, InferenceAttempt, Prompt, PromptKind, ToolActivity
+
+
+@dataclass
+class Segment:
+    """Reply text, then the calls made right after it had arrived."""
+
+    text: str
+    rows: list[ToolActivity] = field(default_factory=list)
+
+
+def interleave(
+    markdown: str, rows: Sequence[ToolActivity], start: int = 0, end: int | None = None
+) -> list[Segment]:
+    """Cut the reply (its UTF-8 bytes ``start``..``end``) at each row's ``text_offset``."""
+    data = markdown.encode()
+    end = len(data) if end is None else min(end, len(data))
+    segments = [Segment(text="")]
+    cursor = start
+    for row in rows:
+        offset = min(max(row.text_offset or 0, cursor), end)
+        if offset > cursor:
+            segments.append(Segment(text=_decode(data[cursor:offset])))
+            cursor = offset
+        segments[-1].rows.append(row)
+    if cursor < end:
+        segments.append(Segment(text=_decode(data[cursor:end])))
+    return [s for s in segments if s.text or s.rows]
+
+
+def _decode(chunk: bytes) -> str:
+    # An offset may fall inside a character only if an agent miscounted; never fail on it.
+    return chunk.decode("utf-8", "replace")
+
+
+# --- Markdown ---------------------------------------------------------------------------------
+
+
+def fence(text: str, info: str = "") -> str:
+    """A code block that no backticks inside can close."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{info}\n{text}\n{ticks}"
+
+
+def row_markdown(row: ToolActivity) -> str:
+    took = f", {row.duration_ms} ms" if row.duration_ms is not None else ""
+    lines = [f"- **{row.agent_label or row.tool_name}** — `{row.tool_name}`, {row.status}{took}"]
+    prompt = getattr(row, "prompt", None)
+    if prompt is not None and prompt.answered_at is not None:
+        who = prompt.answered_by.get_username() if prompt.answered_by else "someone"
+        lines.append(f"  - {prompt.decision} by {who} at {prompt.answered_at:%Y-%m-%d %H:%M} UTC")
+    elif prompt is not None and prompt.closed_at is not None:
+        lines.append(f"  - The prompt closed: {prompt.get_outcome_display().lower()}")
+    if row.error_message:
+        lines.append(f"  - {row.error_message}")
+    if prompt is not None:  # what was asked stays, even once a refusal replaced the output
+        lines.append(
+            f"\n  {ASKED_HEADINGS[prompts.verdict(prompt)]}:\n\n" + _indent(asked(row, prompt))
+        )
+    for title, body, info in (("Input", row.agent_input, ""), ("Output", row.agent_output, "")):
+        if body:
+            kind = "diff" if body.startswith("--- ") else info
+            lines.append(f"\n  {title}:\n\n" + _indent(fence(body, kind)))
+    for note in getattr(row, "notes", []):  # what the team said of it, in their own Markdown
+        who = note.author.get_username() if note.author else "a former member"
+        said = "\n".join(f"> {line}".rstrip() for line in note.text.split("\n"))
+        lines.append(
+            f"\n  {who} commented at {note.created_at:%Y-%m-%d %H:%M} UTC:\n\n" + _indent(said)
+        )
+    return "\n".join(lines)
+
+
+ASKED_HEADINGS = {"refused": "What was refused", "allowed": "What was allowed", "asked": "Asked"}
+
+
+def asked(row: ToolActivity, prompt: Prompt) -> str:
+    text = prompts.asked_markdown(prompts.asked(row.agent_summary or prompt.summary))
+    if prompt.kind == PromptKind.QUESTION:
+        text = "\n\n".join(t for t in (text, prompts.questions_markdown(prompt.questions)) if t)
+    return text
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" if line else "" for line in text.split("\n"))
+
+
+def chat_markdown(
+    chat: Chat, turns: Iterable[tuple[InferenceAttempt, str, list[ToolActivity]]]
+) -> str:
+    parts = [
+        f"# {chat.title or 'Untitled run'}",
+        "",
+        f"Agent: {chat.agent_name} {chat.agent_version}".rstrip(),
+        "",
+    ]
+    for number, (attempt, markdown, rows) in enumerate(turns, start=1):
+        parts += [f"## Turn {number}", "", "**Prompt:**", "", fence(attempt.prompt, "text"), ""]
+        for segment in interleave(markdown, rows):
+            if segment.text:
+                parts += [segment.text.strip("\n"), ""]
+            parts += [row_markdown(row) for row in segment.rows]
+            if segment.rows:
+                parts.append("")
+        ended = f"ended: {attempt.stop_reason}" if attempt.ended_at else "still running"
+        parts += [f"_Turn {ended}._", ""]
+    return "\n".join(parts)

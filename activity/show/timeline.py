@@ -1,0 +1,355 @@
+"""A turn's timeline: when each call was proposed, waited for a person, ran and ended, on a
+time axis with labels, one lane per kind of call, readable at 10,000 calls.
+
+Where a lane has more calls than can be told apart at the page's width, its calls are counted
+into time slots instead (``SLOTS`` across the window), each slot drawn as one mark whose shade
+says how busy it was and whose colour says whether a call failed in it; a slot links to the
+window zoomed on it. Zoom is a window of the turn in the query string (``?from=&to=``,
+milliseconds from the turn's start), so a zoomed timeline is a link, works without JavaScript,
+and static/koruweb/timeline.js adds dragging across the plot to zoom.
+
+Positions are in the plot's own units (``WIDTH`` across); the axis's ticks fall on round times
+and the window is widened to whole ticks, so tick labels sit at even steps across the plot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from django.db.models import Q
+from django.urls import reverse
+
+from activity.core.contract import ToolApproval, ToolStatus
+from activity.models import InferenceAttempt, Prompt
+from activity.show.timing import Window, millis
+
+WIDTH = 1000
+SLOTS = 200  # slots across the window when a lane is bucketed
+MAX_MARKS = 250  # a lane with more calls in the window than this is bucketed
+MIN_MARK = 1.5  # the narrowest mark, in plot units: an instant call stays visible
+SECOND, MINUTE, HOUR = 1000, 60_000, 3_600_000
+STEPS = (
+    [
+        s * unit
+        for unit, steps in (
+            (1, (1, 2, 5, 10, 20, 50, 100, 200, 500)),
+            (SECOND, (1, 2, 5, 10, 15, 30)),
+        )
+        for s in steps
+    ]
+    + [m * MINUTE for m in (1, 2, 5, 10, 15, 30)]
+    + [h * HOUR for h in (1, 2, 3, 6, 12, 24)]
+)
+MAX_TICKS = 8
+WAITING_LANE = "waiting for a person"
+
+
+@dataclass
+class Mark:
+    x: float
+    width: float
+    css: str  # ran, failed, cancelled, running, proposed, waiting, density-N
+    title: str
+    href: str = ""
+
+
+@dataclass
+class Lane:
+    name: str
+    count: int
+    marks: list[Mark] = field(default_factory=list)
+    waits: list[Mark] = field(default_factory=list)  # hatched: waiting for a person
+    bucketed: bool = False
+
+
+@dataclass
+class Tick:
+    label: str
+    x: float
+
+
+@dataclass
+class Zoom:
+    label: str
+    query: str
+    current: bool = False
+
+
+@dataclass
+class Timeline:
+    begin: int  # epoch ms of the window's left edge
+    end: int
+    turn_start: int
+    lanes: list[Lane]
+    ticks: list[Tick]
+    zooms: list[Zoom]
+    zoomed: bool
+    calls: int  # calls in the window
+    step: int  # ms between ticks
+    slot_ms: int  # a slot's length when a lane is bucketed
+
+    @property
+    def bucketed(self) -> bool:
+        return any(lane.bucketed for lane in self.lanes)
+
+
+def offset_words(ms: int) -> str:
+    """A tick's label: its time from the turn's start (``0``, ``500 ms``, ``30 s``, ``2 min``,
+    ``1 min 30 s``, ``1 h 15 min``)."""
+    if ms == 0:
+        return "0"
+    if ms < SECOND:
+        return f"{ms} ms"
+    if ms < MINUTE:
+        seconds = ms / SECOND
+        return f"{seconds:g} s"
+    if ms < HOUR:
+        minutes, rest = divmod(ms, MINUTE)
+        return f"{minutes} min" + (f" {rest // SECOND} s" if rest else "")
+    hours, rest = divmod(ms, HOUR)
+    return f"{hours} h" + (f" {rest // MINUTE} min" if rest else "")
+
+
+def axis(span: int) -> int:
+    """The tick step for a window ``span`` ms long: the smallest round step with at most
+    ``MAX_TICKS`` intervals."""
+    for step in STEPS:
+        if span / step <= MAX_TICKS:
+            return step
+    return STEPS[-1] * ((span // STEPS[-1]) // MAX_TICKS + 1)
+
+
+@dataclass(frozen=True)
+class Call:
+    id: str
+    kind: str
+    status: str
+    approval: str
+    proposed: int
+    started: int | None
+    completed: int | None
+    label: str
+
+
+def calls_of(attempt: InferenceAttempt, where: Q | None = None) -> list[Call]:
+    """Every call of the turn as the timeline needs it: one query of plain values."""
+    rows = attempt.tool_activities.filter(where or Q()).order_by("position")
+    fields = (
+        "id",
+        "agent_kind",
+        "tool_name",
+        "status",
+        "approval",
+        "proposed_at",
+        "started_at",
+        "completed_at",
+        "agent_label",
+    )
+    return [
+        Call(str(i), k or t or "other", s, a, p, st, c, label or t)
+        for i, k, t, s, a, p, st, c, label in rows.values_list(*fields)
+    ]
+
+
+def waits_of(attempt: InferenceAttempt) -> dict[str, Window]:
+    """Each call's wait for a person (its latest prompt), and standalone prompts under ""."""
+    found: dict[str, Window] = {}
+    prompts = Prompt.objects.filter(attempt=attempt).order_by("opened_at")
+    for tool, opened, closed, answered in prompts.values_list(
+        "tool_id", "opened_at", "closed_at", "answered_at"
+    ):
+        end = (
+            closed
+            if closed is not None
+            else (int(answered.timestamp() * 1000) if answered is not None else None)
+        )
+        found[str(tool) if tool else f"standalone-{opened}"] = (opened, end)
+    return found
+
+
+def build(
+    attempt: InferenceAttempt,
+    calls: list[Call],
+    waits: dict[str, Window],
+    now: int,
+    window: tuple[int | None, int | None] = (None, None),
+    query: dict[str, str] | None = None,
+) -> Timeline:
+    """The timeline of ``calls`` in ``window`` (ms from the turn's start; None: its edge)."""
+    start = attempt.started_at
+    last = max(
+        [attempt.ended_at or now]
+        + [c.completed or c.started or c.proposed for c in calls]
+        + [e or now for _, e in waits.values()]
+    )
+    first = min([start] + [c.proposed for c in calls])
+    lo = first - start if window[0] is None else max(window[0], first - start)
+    hi = last - start if window[1] is None else min(window[1], last - start)
+    if hi <= lo:
+        lo, hi = first - start, last - start
+    step = axis(max(hi - lo, 1))
+    lo, hi = (lo // step) * step, -(-max(hi, lo + 1) // step) * step
+    begin, end = start + lo, start + hi
+    scale = WIDTH / (end - begin)
+
+    def x(at: int) -> float:
+        return round(min(max(at - begin, 0), end - begin) * scale, 2)
+
+    def span(a: int, b: int) -> tuple[float, float]:
+        left = x(a)
+        return left, round(max(x(b) - left, MIN_MARK), 2)
+
+    shown = [c for c in calls if c.proposed <= end and (c.completed or now) >= begin]
+    by_kind: dict[str, list[Call]] = {}
+    for call in shown:
+        by_kind.setdefault(call.kind, []).append(call)
+    lanes: list[Lane] = []
+    person = [w for w in waits.values() if w[0] <= end and (w[1] or now) >= begin]
+    if person:
+        lane = Lane(WAITING_LANE, len(person))
+        merged = _merge(person, now)
+        for a, b in merged:
+            left, width = span(a, b)
+            words = f"waited {_said(b - a)} for a person, from {offset_words(a - start)}"
+            lane.waits.append(Mark(left, width, "waiting", words))
+        lanes.append(lane)
+    slot_ms = max((end - begin) // SLOTS, 1)
+    for kind in sorted(by_kind, key=lambda k: (-len(by_kind[k]), k)):
+        members = by_kind[kind]
+        lane = Lane(kind, len(members))
+        if len(members) > MAX_MARKS:
+            lane.bucketed = True
+            lane.marks = _buckets(members, begin, end, slot_ms, start, now, query or {})
+        else:
+            for call in members:
+                _draw(lane, call, waits.get(call.id), span, start, now)
+        lanes.append(lane)
+    n = (end - begin) // step
+    ticks = [Tick(offset_words(lo + i * step), round(i * WIDTH / n, 2)) for i in range(n + 1)]
+    return Timeline(
+        begin=begin,
+        end=end,
+        turn_start=start,
+        lanes=lanes,
+        ticks=ticks,
+        zooms=zooms(first - start, last - start, (lo, hi), window, query or {}),
+        zoomed=window != (None, None),
+        calls=len(shown),
+        step=step,
+        slot_ms=slot_ms,
+    )
+
+
+def _said(ms: int) -> str:
+    return millis(ms) if ms else "0 s"
+
+
+def _merge(windows: Iterable[Window], now: int) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted((a, b if b is not None else now) for a, b in windows):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+Span = Callable[[int, int], tuple[float, float]]
+
+
+def _draw(lane: Lane, call: Call, wait: Window | None, span: Span, start: int, now: int) -> None:
+    href = reverse("tool", args=[call.id])
+    ran_from = call.started if call.started is not None else call.proposed
+    if wait is not None:
+        a, b = wait[0], wait[1] if wait[1] is not None else now
+        left, width = span(a, b)
+        lane.waits.append(
+            Mark(left, width, "waiting", f"{call.label}: waited {_said(b - a)} for a person", href)
+        )
+        if call.started is None:
+            ran_from = b
+    if call.approval in (ToolApproval.DENIED, ToolApproval.CANCELLED) and call.started is None:
+        return  # it never ran
+    ran_to = call.completed if call.completed is not None else now
+    left, width = span(ran_from, max(ran_to, ran_from))
+    status = call.status if call.status in ToolStatus.values else "running"
+    words = f"{call.label} ({status}), from {offset_words(ran_from - start)}"
+    if call.completed is not None:
+        words += f", ran {_said(max(call.completed - ran_from, 0))}"
+    lane.marks.append(Mark(left, width, status, words, href))
+
+
+def _buckets(
+    calls: list[Call],
+    begin: int,
+    end: int,
+    slot_ms: int,
+    start: int,
+    now: int,
+    query: dict[str, str],
+) -> list[Mark]:
+    """The lane's calls counted into slots: a call counts in each slot it was alive in."""
+    slots = -(-(end - begin) // slot_ms)
+    counts, failed = [0] * slots, [0] * slots
+    for call in calls:
+        a = max(call.proposed, begin)
+        b = min(call.completed if call.completed is not None else now, end)
+        first, last = (a - begin) // slot_ms, max(b - 1 - begin, a - begin) // slot_ms
+        for slot in range(max(first, 0), min(last, slots - 1) + 1):
+            counts[slot] += 1
+        if call.status == ToolStatus.FAILED:
+            failed[min(max(b - 1 - begin, 0) // slot_ms, slots - 1)] += 1
+    busiest = max(counts, default=0) or 1
+    marks = []
+    width = round(WIDTH * slot_ms / (end - begin), 2)
+    for slot, n in enumerate(counts):
+        if not n:
+            continue
+        a = begin + slot * slot_ms
+        shade = 1 + min(3, (4 * n - 1) // busiest)
+        css = "failed" if failed[slot] else f"density-{shade}"
+        words = f"{n} call{'s' if n != 1 else ''}"
+        if failed[slot]:
+            words += f", {failed[slot]} failed"
+        words += f" from {offset_words(a - start)} to {offset_words(a + slot_ms - start)}"
+        around = (max(a - start - 5 * slot_ms, 0), a - start + 6 * slot_ms)
+        href = "?" + urlencode({**query, "from": around[0], "to": around[1]})
+        marks.append(Mark(round(slot * width, 2), width, css, words + " (zoom in)", href))
+    return marks
+
+
+def zooms(
+    first: int,
+    last: int,
+    shown: tuple[int, int],
+    window: tuple[int | None, int | None],
+    query: dict[str, str],
+) -> list[Zoom]:
+    """Preset windows: the whole turn, its first and last minutes, and out from here."""
+
+    def link(lo: int | None, hi: int | None) -> str:
+        extra = {} if lo is None else {"from": lo, "to": hi}
+        return "?" + urlencode({**query, **extra})
+
+    whole = window == (None, None)
+    found = [Zoom("Whole turn", link(None, None), whole)]
+    span = last - first
+    for minutes in (1, 5, 15, 60):
+        size = minutes * MINUTE
+        if size * 2 > span:
+            break
+        found.append(
+            Zoom(f"First {minutes} min", link(first, first + size), window == (first, first + size))
+        )
+        found.append(
+            Zoom(f"Last {minutes} min", link(last - size, last), window == (last - size, last))
+        )
+    if not whole:
+        middle, size = (shown[0] + shown[1]) // 2, shown[1] - shown[0]
+        lo, hi = max(middle - size, first), min(middle + size, last)
+        found.append(
+            Zoom("Zoom out", link(lo, hi) if (lo, hi) != (first, last) else link(None, None))
+        )
+    return found

@@ -1,0 +1,326 @@
+"""WebSocket consumers: thin relays between sockets and the data path.
+
+``AgentConsumer`` (``/ws/agent/``) relays a runner's socket to its session (``pipeline.py``:
+hello, batches, acknowledgements, heartbeat; its close codes). ``ViewerConsumer``
+(``/ws/chats/<id>/``) sends a browser what changed since the version it shows, then every push.
+The inbox and needs sockets (``/ws/inbox/``, ``/ws/needs/``) are ``people_consumers.py``'s; all
+three are a ``Browser``, closed as soon as its person's session or access ends (``revoke.py``).
+``HostConsumer`` (``/ws/host/``) relays an agent host's socket to its ``hosts.HostSession``.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import json
+import logging
+import uuid
+from typing import Any, ClassVar, Protocol
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from activity.core import groups
+from activity.live import faults
+from activity.live.hosts import HostSession
+from activity.models import AgentToken
+from activity.models.accounts import TokenKind
+from activity.people import access
+from activity.push import broadcast, pushes, watching
+from activity.sockets import revoke
+from activity.sockets.pipeline import RunnerSession
+from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_GONE, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
+
+log = logging.getLogger(__name__)
+# What a channel layer raises when Redis is away (the in-memory layer raises none of these),
+# and the database when it is: the socket closes to reconnect (activity/live/faults.py).
+LAYER_FAULTS = faults.EXPECTED
+
+
+def header(scope: dict[str, Any], name: bytes) -> str:
+    return next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == name), "")
+
+
+class Relay(AsyncWebsocketConsumer):
+    """Skips Channels' per-message ``close_old_connections`` hop
+    (docs/gotchas.md#channels-hops-to-a-thread-per-message): it waits for the one shared
+    database thread, so frames would queue behind ingest and never batch. These consumers
+    reach the database only through ``database_sync_to_async``, which does its own.
+
+    A consumer whose channel layer or database fails (Redis or PostgreSQL away) closes its
+    socket with ``CLOSE_UNAVAILABLE`` — the other side reconnects, and nothing it sent was
+    refused — and what ``disconnect`` would have undone is undone all the same
+    (docs/gotchas.md#tasks-outlive-their-socket).
+    """
+
+    disconnected = False
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except LAYER_FAULTS as fault:
+            log.warning("a socket lost Redis or the database, closing it: %r", fault)
+            with contextlib.suppress(Exception):
+                await self.close(code=CLOSE_UNAVAILABLE, reason="the server is reconnecting")
+        finally:
+            if not self.disconnected:
+                with contextlib.suppress(Exception):
+                    await self.disconnect(CLOSE_UNAVAILABLE)
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        self.disconnected = True
+        await super().websocket_disconnect(message)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        handler = getattr(self, message["type"].replace(".", "_"), None)
+        if handler is None:
+            raise ValueError(f"no handler for message type {message['type']}")
+        await handler(message)
+
+
+class Session(Protocol):
+    """What a token's socket relays to: ``pipeline.RunnerSession`` or ``hosts.HostSession``."""
+
+    async def start(self) -> None: ...
+
+    async def receive(self, text: str | None) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def end_tasks(self) -> None: ...
+
+
+class TokenRelay[S: Session](Relay):
+    """A socket a token of ``kind`` opens, relayed to the session it makes (``new_session``); it
+    is also what the session sends through and the groups it joins. The session's heartbeat
+    ends with the consumer, even with one that dies without ``disconnect`` (an exception in
+    its loop): a dead runner or host never looks connected
+    (docs/gotchas.md#tasks-outlive-their-socket)."""
+
+    kind: ClassVar[TokenKind]
+    session: S | None = None
+
+    @abc.abstractmethod
+    def new_session(self, workspace_id: uuid.UUID, token_id: int) -> S:
+        """The session this socket relays to (each kind of token has its own)."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.session is not None:
+                self.session.end_tasks()
+
+    async def connect(self) -> None:
+        await self.accept()  # accept, then close with a code: never an endless retry loop
+        authorization = header(self.scope, b"authorization")
+        token = await database_sync_to_async(AgentToken.authenticate)(authorization, self.kind)
+        if token is None:
+            reason = f"a valid {self.kind.value} token is required"
+            await self.close(code=CLOSE_UNAUTHORIZED, reason=reason)
+            return
+        self.session = self.new_session(token.workspace_id, token.pk)
+        await self.session.start()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.session is not None:
+            await self.session.receive(text_data)
+
+    async def token_revoked(self, event: dict[str, Any]) -> None:
+        await self.close(code=CLOSE_UNAUTHORIZED, reason=f"the {self.kind.value} token was revoked")
+
+    async def disconnect(self, code: int) -> None:
+        if self.session is not None:
+            await self.session.stop()
+
+    async def send_text(self, text: str) -> None:
+        await self.send(text_data=text)
+
+    async def join(self, group: str) -> None:
+        await self.channel_layer.group_add(group, self.channel_name)
+
+    async def leave(self, group: str) -> None:
+        await self.channel_layer.group_discard(group, self.channel_name)
+
+
+class AgentConsumer(TokenRelay[RunnerSession]):
+    """``/ws/agent/``: a runner's socket, relayed to its ``pipeline.RunnerSession``."""
+
+    kind = TokenKind.AGENT
+
+    def new_session(self, workspace_id: uuid.UUID, token_id: int) -> RunnerSession:
+        return RunnerSession(workspace_id, token_id, self)
+
+    async def runner_answer(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["text"])
+
+
+class HostConsumer(TokenRelay[HostSession]):
+    """``/ws/host/``: an agent host's socket (a host token only), relayed to its
+    ``hosts.HostSession``."""
+
+    kind = TokenKind.HOST
+
+    def new_session(self, workspace_id: uuid.UUID, token_id: int) -> HostSession:
+        return HostSession(workspace_id, token_id, self)
+
+    async def host_ask(self, event: dict[str, Any]) -> None:
+        if self.session is not None:
+            await self.session.ask(event)
+
+
+ASKED_MAX_CHARS = 200  # a page's resync request, {"since": N}, is a few dozen characters
+
+
+def since_asked(text: str | None) -> int | None:
+    """The version a page's message says it shows, or None for anything else. Parsed safely:
+    a long message is not parsed at all, so no nesting can exhaust the stack."""
+    if not text or len(text) > ASKED_MAX_CHARS:
+        return None
+    try:
+        since = json.loads(text)["since"]
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError):
+        return None
+    if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+        return None
+    return since
+
+
+class Browser(Relay):
+    """A browser's socket — a chat page's, the inbox's, every page's needs socket — open only
+    while the session and the access it was opened with last (``revoke.py``). It joins the
+    groups that revoke it (``guard``) before it checks its access, so a change made meanwhile
+    is heard. Revoked, it sends nothing more, lets go of everything (``let_go``: leaves its
+    groups and lists) and closes with the code that tells its page why."""
+
+    guard: revoke.Guard | None = None
+    revoked = False
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.guard is not None:
+                self.guard.end_tasks()
+
+    async def guarded(self, *more: str) -> None:
+        key = revoke.session_key(self.scope)
+        self.guard = revoke.Guard(self, key, self.scope["user"].pk, *more)
+        await self.guard.start()
+
+    async def send(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
+    ) -> None:
+        if not self.revoked:
+            await super().send(text_data, bytes_data, close)
+
+    async def revoke(self, code: int, reason: str) -> None:
+        if self.revoked:
+            return
+        self.revoked = True
+        try:
+            await self.let_go()
+        finally:  # closed even when the channel layer failed to let go
+            await self.close(code=code, reason=reason)
+
+    async def let_go(self) -> None:
+        guard, self.guard = self.guard, None
+        if guard is not None:
+            await guard.stop()
+
+    async def session_ended(self, event: dict[str, Any]) -> None:
+        await self.revoke(CLOSE_UNAUTHORIZED, revoke.SIGNED_OUT)
+
+    async def access_changed(self, event: dict[str, Any]) -> None:
+        """One of its person's memberships changed: each kind looks at its access again."""
+
+    async def disconnect(self, code: int) -> None:
+        await self.let_go()
+
+
+class ViewerConsumer(Browser):
+    chat_id: uuid.UUID | None = None
+    workspace_id: uuid.UUID | None = None  # the chat's
+    held: list[str] | None = None  # pushes that came while a catch-up was being rendered
+    watch: watching.Watch | None = None  # this page among the chat's watchers
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Its watching entry's renewals end with the consumer, however it ends
+        (docs/gotchas.md#tasks-outlive-their-socket)."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.watch is not None:
+                self.watch.end_tasks()
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to watch this chat")
+            return
+        chat_id = self.scope["url_route"]["kwargs"]["chat_id"]
+        await self.guarded(groups.viewers(chat_id))
+        workspace_id = await database_sync_to_async(workspace_seen)(user, chat_id)
+        if workspace_id is None:
+            await self.revoke(CLOSE_FORBIDDEN, "you cannot see this chat")
+            return
+        self.chat_id, self.workspace_id = chat_id, workspace_id
+        await broadcast.join(chat_id, self)
+        self.watch = watching.Watch(chat_id, user.pk, self, watching.asked(self.scope))
+        await self.watch.start()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The page says which version it shows; it gets exactly what changed since, in as
+        many pushes as ``PUSH_MAX_BYTES`` makes it (``pushes.render_push``)."""
+        since = since_asked(text_data)
+        if self.chat_id is None or since is None:
+            return  # not a resync request: nothing else is taken from a browser here
+        self.held = []  # pushes wait until the catch-up is out, so the page sees them in order
+        try:
+            texts = await database_sync_to_async(pushes.render_push)(self.chat_id, since)
+            for text in texts:
+                await self.send(text_data=text)
+        finally:
+            held, self.held = self.held, None
+            for text in held:
+                await self.send(text_data=text)
+
+    async def deliver(self, text: str) -> None:
+        """A push, handed on by this chat's room in this process (the watchers' list only if
+        the page asked for it)."""
+        if watching.unwanted(self.watch, text):
+            return
+        if self.held is not None:
+            self.held.append(text)
+        else:
+            await self.send(text_data=text)
+
+    async def access_changed(self, event: dict[str, Any]) -> None:
+        """A membership of this person changed: if it is in this chat's workspace (or says
+        none), one check of whether they may still see the chat; closed if not."""
+        if self.chat_id is None or event.get("workspace") not in (None, str(self.workspace_id)):
+            return
+        user = self.scope["user"]
+        if not await database_sync_to_async(access.can_view)(user, self.chat_id):
+            await self.revoke(CLOSE_FORBIDDEN, revoke.REMOVED)
+
+    async def chat_deleted(self, event: dict[str, Any]) -> None:
+        await self.revoke(CLOSE_GONE, revoke.DELETED)
+
+    async def let_go(self) -> None:
+        """Out of the chat's room (no push reaches it) and off its watchers, at once: the other
+        pages are told it left (``watching.Watch.stop``)."""
+        chat_id, self.chat_id = self.chat_id, None
+        if chat_id is not None:
+            await broadcast.leave(chat_id, self)
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            await watch.stop()
+        await super().let_go()
+
+
+def workspace_seen(user: access.User, chat_id: uuid.UUID) -> uuid.UUID | None:
+    """The workspace of a chat this user may see; None if they may not (or it is gone)."""
+    found = access.visible_chats(user).filter(pk=chat_id)
+    return found.values_list("workspace_id", flat=True).first()

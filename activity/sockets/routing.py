@@ -1,0 +1,23 @@
+"""WebSocket routes: the runner's socket (token auth) and the browsers' (session auth, Origin)."""
+
+from __future__ import annotations
+
+from channels.auth import AuthMiddlewareStack
+from channels.security.websocket import AllowedHostsOriginValidator
+from django.urls import path
+
+from activity.sockets.consumers import AgentConsumer, HostConsumer, ViewerConsumer
+from activity.sockets.inbox import InboxConsumer, NeedsConsumer
+
+websocket_urlpatterns = [
+    # Runners send no Origin: they stay outside the Origin check and present a token instead.
+    path("ws/agent/", AgentConsumer.as_asgi()),
+    path("ws/host/", HostConsumer.as_asgi()),  # an agent host: a host token
+    path(
+        "ws/chats/<uuid:chat_id>/",
+        AllowedHostsOriginValidator(AuthMiddlewareStack(ViewerConsumer.as_asgi())),
+    ),
+    path("ws/inbox/", AllowedHostsOriginValidator(AuthMiddlewareStack(InboxConsumer.as_asgi()))),
+    # Every page: the header's count of prompts waiting, and the runs list's lines (needs.py).
+    path("ws/needs/", AllowedHostsOriginValidator(AuthMiddlewareStack(NeedsConsumer.as_asgi()))),
+]

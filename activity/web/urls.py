@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from activity.web import drive as drive_views
+from activity.web import hosts as host_views
+from activity.web import invites as invite_views
+from activity.web import mentions as mention_views
+from activity.web import review, views, workspaces
+from activity.web import search as search_views
+
+urlpatterns = [
+    path("", views.runs, name="runs"),
+    path("chats/<uuid:chat_id>/", views.chat, name="chat"),
+    path("chats/<uuid:chat_id>/turns/<uuid:attempt_id>/", review.turn, name="turn"),
+    path("chats/<uuid:chat_id>/transcript.md", review.transcript, name="transcript"),
+    path("api/chats/<uuid:chat_id>/tool-activity", review.tool_activity, name="tool_activity"),
+    path("tools/<uuid:tool_id>/", review.tool, name="tool"),
+    path("tools/<uuid:tool_id>/comments", review.comment, name="comment"),
+    path("inbox/", views.inbox, name="inbox"),
+    path("mentions/<int:mention_id>/", mention_views.open_mention, name="open-mention"),
+    path("mentions/<int:mention_id>/dismiss", mention_views.dismiss, name="dismiss-mention"),
+    path("search/", search_views.search, name="search"),
+    path("prompts/<uuid:prompt_id>/answer", views.answer, name="answer"),
+    path("chats/<uuid:chat_id>/delete", workspaces.delete_run, name="delete-run"),
+    path("chats/<uuid:chat_id>/messages", drive_views.send, name="web-send"),
+    path("chats/<uuid:chat_id>/messages/<uuid:prompt_id>/edit", drive_views.edit, name="web-edit"),
+    path(
+        "chats/<uuid:chat_id>/messages/<uuid:prompt_id>/remove",
+        drive_views.remove,
+        name="web-remove",
+    ),
+    path(
+        "chats/<uuid:chat_id>/turns/<uuid:attempt_id>/cancel",
+        drive_views.cancel,
+        name="web-cancel",
+    ),
+    path("chats/<uuid:chat_id>/mode", drive_views.mode, name="web-mode"),
+    path("workspaces/", workspaces.workspaces, name="workspaces"),
+    path("workspaces/<slug:slug>/", workspaces.workspace, name="workspace"),
+    path("workspaces/<slug:slug>/members/add", workspaces.add_member, name="add-member"),
+    path(
+        "workspaces/<slug:slug>/members/<int:member_id>/role",
+        workspaces.change_role,
+        name="change-role",
+    ),
+    path(
+        "workspaces/<slug:slug>/members/<int:member_id>/remove",
+        workspaces.remove_member,
+        name="remove-member",
+    ),
+    path("workspaces/<slug:slug>/tokens/create", workspaces.create_token, name="create-token"),
+    path(
+        "workspaces/<slug:slug>/tokens/<int:token_id>/revoke",
+        workspaces.revoke_token,
+        name="revoke-token",
+    ),
+    path("workspaces/<slug:slug>/invites/", invite_views.invite_list, name="invites"),
+    path("workspaces/<slug:slug>/invites/create", invite_views.create, name="create-invite"),
+    path(
+        "workspaces/<slug:slug>/invites/<int:invite_id>/revoke",
+        invite_views.revoke,
+        name="revoke-invite",
+    ),
+    path("invite/<str:token>/", invite_views.invite, name="invite"),
+    path("runs/new", host_views.new_run, name="new-run"),
+    path("runs/new/start", host_views.start, name="new-run-start"),
+    path("runs/new/<uuid:run_id>/", host_views.starting, name="new-run-starting"),
+]
