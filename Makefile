@@ -11,13 +11,6 @@ KORUWEB_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 # Two pytest-xdist workers, a test module each at a time (its module-scoped servers start once).
 PYTEST_WORKERS ?= -n 2 --dist loadfile
 export KORUWEB_TEST_REDIS_URL
-# Unit tests in which the database is not what is tested (the runner needs none; watching is
-# kept in the cache and only reads a chat and its members; the proxy is TCP; masking and
-# logging are pure): the PostgreSQL pass leaves them out.
-NO_DATABASE := tests/test_runner_web.py tests/test_runner_link.py tests/test_runner_setup.py \
-	tests/test_runner_ids.py tests/test_outbox.py tests/test_host_process.py tests/test_watching.py \
-	tests/test_proxy.py tests/test_faults.py tests/test_secrets_linear.py
-
 .PHONY: run run-team test setup lint pytest clean
 
 setup: $(STAMP)
@@ -46,10 +39,10 @@ pytest: $(STAMP)
 	@$(BIN)/python scripts/need-services '$(PG_TEST_URL)' '$(KORUWEB_TEST_REDIS_URL)'
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=15
 	# Team mode's database: the tests where the database matters, again on PostgreSQL. Browsers,
-	# real agents, runner processes and several servers run once, above (the team tests in
-	# tests/integration/team run on PostgreSQL and Redis of their own).
-	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=15 \
-		$(filter-out $(NO_DATABASE),$(wildcard tests/test_*.py)) tests/integration/test_fuzz_frames.py
+	# real agents, runner processes and several servers run once, above (marked `once` by
+	# tests/conftest.py; the team tests in tests/integration/team run on PostgreSQL and Redis of
+	# their own).
+	DATABASE_URL='$(PG_TEST_URL)' $(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=15 -m "not once" tests
 
 test: lint pytest
 

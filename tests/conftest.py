@@ -1,4 +1,14 @@
-"""Test set-up shared by every test."""
+"""Test set-up shared by every test.
+
+Tests mirror the parts of ``activity/`` (``tests/<part>/test_<module>.py``); ``tests/server`` holds
+the project's own (settings, the proxy, the database), ``tests/browser`` the real-browser tests and
+``tests/integration`` the ones with real processes, agents and servers.
+
+``make test`` runs every test on SQLite, then again on PostgreSQL those not marked ``once``: the
+browsers, the integration tests and the runner's (which has no database) are marked ``once`` here
+by their folder, pure modules by their own ``pytestmark``; a test in those folders marked
+``postgres`` runs on both.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +19,20 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-pytest_plugins = ["tests.agents.real.fixtures", "tests.people"]
+pytest_plugins = ["tests.agents.real.fixtures", "tests.members"]
 
 _tmp = Path(tempfile.mkdtemp(prefix="koruweb-tests-"))
+
+
+ONCE_FOLDERS = {"browser", "integration", "runner"}
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = Path(item.path).relative_to(TESTS).parts[0]
+        if folder in ONCE_FOLDERS and item.get_closest_marker("postgres") is None:
+            item.add_marker(pytest.mark.once)
 
 
 def pytest_configure(config: pytest.Config) -> None:

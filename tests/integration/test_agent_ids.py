@@ -24,7 +24,7 @@ from tests.integration.test_runner import (  # noqa: F401  (a fixture: no runner
     last_turn,
 )
 from tests.liveserver import Server
-from tests.people import member
+from tests.members import member
 
 pytestmark = pytest.mark.django_db(transaction=True)
 AGENT = [sys.executable, str(AGENTS / "secret_ids_agent.py")]

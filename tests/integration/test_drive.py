@@ -43,7 +43,7 @@ from tests.integration.test_runner import (  # noqa: F401  (a fixture: no runner
     open_prompt,
 )
 from tests.liveserver import REDIS_URL, Server
-from tests.people import member
+from tests.members import member
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SDK_AGENT = [sys.executable, str(AGENTS / "sdk_agent.py")]

@@ -42,7 +42,8 @@ from activity.wire.frames import CLOSE_UNAVAILABLE
 from tests import frames
 from tests.liveserver import Server
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Hostile frames against the database of each mode: on PostgreSQL too.
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 ON_POSTGRES = "postgresql" in django_settings.DATABASES["default"]["ENGINE"]
 BATCH = 50  # hostile frames per hypothesis example, each followed by a valid one
 

@@ -37,7 +37,7 @@ from tests.integration.test_runner import (  # noqa: F401  (a fixture: no runner
     socket,
 )
 from tests.liveserver import Server
-from tests.people import member
+from tests.members import member
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GRACE, HEARTBEAT = 2, 1  # s: RUNNER_GRACE_SECONDS, RUNNER_HEARTBEAT_SECONDS of the servers

@@ -27,7 +27,7 @@ from activity.sockets.pipeline import INLINE_CHARS
 from tests import frames
 from tests.factories import run
 from tests.liveserver import Server
-from tests.people import member
+from tests.members import member
 from tests.slow_mask_asgi import SLOW_MARKER
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -25,7 +25,7 @@ from activity.push import watching
 from tests import frames
 from tests.factories import run
 from tests.liveserver import REDIS_URL, Server
-from tests.people import member
+from tests.members import member
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HEARTBEAT = 1

@@ -23,7 +23,7 @@ from activity.sockets.inbox import GroupMember, NeedsConsumer
 from koruweb.asgi import application
 from tests import factories, frames
 from tests.liveserver import REDIS_URL
-from tests.people import logged_in
+from tests.members import logged_in
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 ORIGIN = (b"origin", b"http://localhost")

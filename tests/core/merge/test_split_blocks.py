@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 
 from activity.live import boundary
-from tests.merge.events import apply, permission, text, tool_call, tool_call_update
+from tests.core.merge.events import apply, permission, text, tool_call, tool_call_update
+
+# The merge is pure: no database.
+pytestmark = pytest.mark.once
 
 KEY = "sk-ant-api03-" + "Hq2Wd9Ls4Kf7Np1Bx6Mz3Cv8Tr5Gy0Ju7Ek2Ao9x"
 TOKEN = "ghp_" + "Rq7Lm2Xv9Kp4Tz8Wn3Yb6Hc1Df5Gj0Sa2Ue4"

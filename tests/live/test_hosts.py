@@ -1,6 +1,6 @@
 """Agent hosts on the server: host and agent tokens on their sockets, revocation, the host's
 heartbeat, and *New run* (who may, CSRF, what is sent, what is refused in words). The host's own
-side is tests/test_host_process.py."""
+side is tests/runner/test_host.py."""
 
 from __future__ import annotations
 

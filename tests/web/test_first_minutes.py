@@ -24,7 +24,7 @@ from activity.runner.main import page_url
 from tests import frames
 from tests.factories import run
 from tests.liveserver import BASE_DIR
-from tests.people import logged_in
+from tests.members import logged_in
 
 pytestmark = pytest.mark.django_db
 README = BASE_DIR / "README.md"

@@ -430,7 +430,7 @@ def test_a_secret_in_any_field_reaches_no_store_search_export_or_page(
 
 @pytest.mark.django_db
 def test_the_runners_hello_is_not_masked():
-    # The ids an answer repeats are masked like the rest: tests/test_frames_boundary.py.
+    # The ids an answer repeats are masked like the rest: tests/live/test_boundary.py.
     token = "koru_" + "Jx3_kP9-vQ2mW7zR5tY1uN8bC4dF6gH0jL"
     hello = boundary.load(json.dumps({"type": "hello", "secret": token}))
     assert hello["secret"] == token

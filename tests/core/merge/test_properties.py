@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,7 +36,7 @@ from activity.wire.acp import (
     RequestPermission,
     ToolCallUpdate,
 )
-from tests.merge.events import (
+from tests.core.merge.events import (
     CALL,
     content_chunk,
     diff,
@@ -45,6 +46,9 @@ from tests.merge.events import (
     tool_call,
     tool_call_update,
 )
+
+# The merge is pure: no database.
+pytestmark = pytest.mark.once
 
 # --- 3. generated sequences (hypothesis) -----------------------------------------------------
 

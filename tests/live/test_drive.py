@@ -20,7 +20,7 @@ from activity.push import pushes
 from activity.sockets import pipeline
 from activity.wire.frames import WEB_PROMPT_CHARS
 from tests import frames
-from tests.test_pipeline import (  # noqa: F401  (fixtures: the channel layer flushed, a token)
+from tests.sockets.test_pipeline import (  # noqa: F401  (fixtures: the channel layer flushed, a token)
     FakeSocket,
     close_connections,
     say,

@@ -24,7 +24,7 @@ from activity.models import (
     Workspace,
 )
 from tests import factories, frames
-from tests.people import member
+from tests.members import member
 
 pytestmark = pytest.mark.django_db
 

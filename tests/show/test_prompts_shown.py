@@ -20,8 +20,8 @@ from activity.models import Chat, Prompt, ToolActivity
 from activity.runner.turns import with_cwd
 from activity.wire.acp import META_CWD
 from tests import frames
+from tests.core.merge.events import request_permission
 from tests.factories import apply
-from tests.merge.events import request_permission
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

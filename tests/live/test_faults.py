@@ -12,6 +12,9 @@ from activity.live import faults
 
 log = logging.getLogger("koruweb.test")
 
+# How faults are logged: no database.
+pytestmark = pytest.mark.once
+
 
 @pytest.mark.parametrize(
     "fault",

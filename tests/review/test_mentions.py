@@ -15,8 +15,8 @@ from activity.models import Comment, Mention, Role, ToolActivity, Workspace
 from activity.push.pushes import render_changes
 from activity.review import mentions
 from tests import factories, frames
-from tests.people import logged_in, member
-from tests.test_needs import needs_socket, said
+from tests.members import logged_in, member
+from tests.push.test_inbox import needs_socket, said
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from activity.live.calls import set_state
 from activity.models import InferenceAttempt, Prompt, ToolActivity
 from activity.show import contrast, statuses
 from activity.templatetags.badges import badge, call_status
-from tests.merge.events import permission, replay, text, tool_call, tool_call_update
+from tests.core.merge.events import permission, replay, text, tool_call, tool_call_update
 
 CSS = (Path(settings.BASE_DIR) / "static/koruweb/koruweb.css").read_text()
 

@@ -6,6 +6,8 @@ Pure: no database, no socket.
 
 from __future__ import annotations
 
+import pytest
+
 from activity.core.contract import (
     ERROR_MESSAGES,
     ToolApproval,
@@ -17,7 +19,7 @@ from activity.core.merge import (
     PromptClosed,
     TurnEnded,
 )
-from tests.merge.events import (
+from tests.core.merge.events import (
     apply,
     diff,
     permission,
@@ -27,6 +29,10 @@ from tests.merge.events import (
     tool_call,
     tool_call_update,
 )
+
+# The merge is pure: no database.
+pytestmark = pytest.mark.once
+
 
 # --- 2. real sequences (docs/gotchas.md#what-real-agents-send) -------------------------------
 

@@ -15,6 +15,9 @@ import pytest
 from koruweb.proxy import Proxy, ProxyThread, parse_address
 from tests.liveserver import free_port
 
+# The proxy is TCP: no database.
+pytestmark = pytest.mark.once
+
 
 async def echo_server(tag: bytes = b"") -> asyncio.Server:
     """Answers each chunk with ``tag`` + the chunk, until the client closes."""

@@ -22,7 +22,7 @@ from activity.core.merge import (
     PromptClosed,
     TurnCancelled,
 )
-from tests.merge.events import (
+from tests.core.merge.events import (
     CALL,
     SMALL,
     apply,
@@ -34,6 +34,9 @@ from tests.merge.events import (
     tool_call,
     tool_call_update,
 )
+
+# The merge is pure: no database.
+pytestmark = pytest.mark.once
 
 # --- 1. upserts ------------------------------------------------------------------------------
 

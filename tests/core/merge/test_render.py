@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.merge.events import (
+from tests.core.merge.events import (
     apply,
     diff,
     replay,
@@ -18,6 +18,9 @@ from tests.merge.events import (
     tool_call,
     tool_call_update,
 )
+
+# The merge is pure: no database.
+pytestmark = pytest.mark.once
 
 # --- 1. content the merge does not know ------------------------------------------------------
 

@@ -21,9 +21,9 @@ from activity.live.work import ChatChange
 from activity.models import Chat, InferenceAttempt, Prompt, ToolActivity, WebPrompt, Workspace
 from tests import frames
 from tests.factories import apply, run
-from tests.test_consumers import viewer
-from tests.test_drive import Run, connect, post
-from tests.test_pipeline import (  # noqa: F401  (fixtures: the channel layer flushed, a token)
+from tests.live.test_drive import Run, connect, post
+from tests.sockets.test_consumers import viewer
+from tests.sockets.test_pipeline import (  # noqa: F401  (fixtures: the channel layer flushed, a token)
     FakeSocket,
     close_connections,
     say,

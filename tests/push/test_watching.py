@@ -31,7 +31,8 @@ from tests import frames
 from tests.factories import run
 from tests.liveserver import REDIS_URL
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+# Watching lives in the cache and the channel layer: the database is not what these test.
+pytestmark = [pytest.mark.once, pytest.mark.django_db(transaction=True)]
 ORIGIN = (b"origin", b"http://localhost")
 
 

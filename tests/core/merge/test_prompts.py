@@ -20,7 +20,7 @@ from activity.core.merge import (
     TurnCancelled,
     TurnEnded,
 )
-from tests.merge.events import (
+from tests.core.merge.events import (
     CALL,
     apply,
     diff,
@@ -32,6 +32,9 @@ from tests.merge.events import (
     tool_call,
     tool_call_update,
 )
+
+# The merge is pure: no database.
+pytestmark = pytest.mark.once
 
 # --- 1. approval -----------------------------------------------------------------------------
 
@@ -182,6 +185,7 @@ def test_a_turn_that_ends_leaves_its_calls_open_to_late_updates() -> None:
 def test_closing_a_prompt_that_is_not_open_changes_nothing(
     closed: ToolApproval, then: Event
 ) -> None:
+
     s = replay(tool_call(status="failed"), permission(), PromptClosed(closed))
 
     assert apply(s, then, at=9_000) == s

@@ -20,6 +20,9 @@ from hypothesis import strategies as st
 
 from activity.core.masking import mask, mask_junction
 
+# Masking is pure: no database.
+pytestmark = pytest.mark.once
+
 SMALL = 64 * 1024
 LARGE = 1024 * 1024
 MOST = 40  # times the 64 KiB cost that 1 MiB may take: linear is 16, quadratic 256
