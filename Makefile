@@ -32,6 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache  # the import rules: pyproject.toml, docs/architecture.md
 
 pytest: $(STAMP)
 	scripts/ensure-chromium  # the browser tests drive Debian's Chromium

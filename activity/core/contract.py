@@ -119,12 +119,6 @@ class Limits:
     # agent_label / error_message, and an agent_summary of the request's words alone
     short_chars: int = 512
 
-    @classmethod
-    def from_settings(cls) -> Limits:
-        from django.conf import settings
-
-        return cls(settings.AGENT_CONTENT_CHARS, settings.AGENT_SHORT_CHARS)
-
 
 def clean_text(text: str) -> str:
     """Text any database can store: lone surrogates become U+FFFD, NUL characters are dropped."""

@@ -20,6 +20,7 @@ import contextlib
 import uuid
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.db import transaction
 
 from activity.core.contract import Limits
@@ -38,7 +39,9 @@ def change(chat_id: uuid.UUID, *, related: tuple[str, ...] = ()) -> Iterator[Wor
     with transaction.atomic():
         query = Chat.objects.select_for_update(of=("self",))  # PostgreSQL locks no outer join
         chat = (query.select_related(*related) if related else query).get(pk=chat_id)
-        work = Work(chat=chat, limits=Limits.from_settings())
+        work = Work(
+            chat=chat, limits=Limits(settings.AGENT_CONTENT_CHARS, settings.AGENT_SHORT_CHARS)
+        )
         since, last_seq = chat.version, chat.last_seq
         yield work
         if work.changed or chat.last_seq != last_seq:

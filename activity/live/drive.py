@@ -150,9 +150,8 @@ def promote(work: Work) -> list[WebPrompt]:
 def running(attempt: InferenceAttempt | None) -> bool:
     """A turn runs: one the runner started and has not ended (not the turn that holds what the
     agent did before any prompt, which ends only when the first turn starts)."""
-    from activity.live.turns import BEFORE_ANY_PROMPT  # turns.py hooks into this module
 
-    return attempt is not None and attempt.ended_at is None and attempt.prompt != BEFORE_ANY_PROMPT
+    return attempt is not None and attempt.ended_at is None and not attempt.before_any_prompt
 
 
 def show(work: Work) -> None:

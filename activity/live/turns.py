@@ -16,7 +16,6 @@ from activity.live.work import FrameError, Work
 from activity.models import InferenceAttempt, Message
 from activity.wire.frames import TurnEnded, TurnStarted
 
-BEFORE_ANY_PROMPT = "(what the agent did before the first prompt)"
 RUNNER_LOST = "runner_lost"  # the stop reason of a turn whose runner is gone past the grace
 
 
@@ -25,7 +24,7 @@ def before_any_prompt(work: Work, at: int) -> InferenceAttempt:
     dropped: docs/architecture.md#merge-rules) goes in a turn of its own, ended when the first
     real turn starts."""
     chat = work.chat
-    attempt = InferenceAttempt(chat=chat, prompt=BEFORE_ANY_PROMPT, started_at=at)
+    attempt = InferenceAttempt(chat=chat, prompt=InferenceAttempt.BEFORE_ANY_PROMPT, started_at=at)
     work.add(attempt, Message(chat=chat, attempt=attempt))
     chat.current_attempt = attempt
     work.touch_meta("current_attempt")
@@ -35,7 +34,7 @@ def before_any_prompt(work: Work, at: int) -> InferenceAttempt:
 def start_turn(work: Work, frame: TurnStarted) -> None:
     chat = work.chat
     early = chat.current_attempt
-    if early is not None and early.prompt == BEFORE_ANY_PROMPT and early.ended_at is None:
+    if early is not None and early.before_any_prompt and early.ended_at is None:
         early.ended_at, early.stop_reason = frame.at, "end_turn"
         work.touch(early, "ended_at", "stop_reason")
     if InferenceAttempt.objects.filter(pk=frame.attempt_id).exists():

@@ -131,7 +131,12 @@ class Chat(models.Model):
 
 
 class InferenceAttempt(models.Model):
-    """A turn: one prompt and everything until its stop reason."""
+    """A turn: one prompt and everything until its stop reason.
+
+    What an agent does before the first prompt (a session's set-up, say) is kept in a turn of
+    its own whose prompt is ``BEFORE_ANY_PROMPT``: no person asked for it."""
+
+    BEFORE_ANY_PROMPT = "(what the agent did before the first prompt)"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="attempts")
@@ -179,6 +184,11 @@ class InferenceAttempt(models.Model):
     @property
     def cancelled_by_name(self) -> str:
         return self.chat.web_people.get(self.cancelled_by_id or 0, "a former member")
+
+    @property
+    def before_any_prompt(self) -> bool:
+        """The turn of what the agent did before anyone prompted it."""
+        return self.prompt == self.BEFORE_ANY_PROMPT
 
 
 class Message(models.Model):

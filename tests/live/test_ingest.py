@@ -11,7 +11,6 @@ from pydantic import TypeAdapter
 
 from activity.live import boundary, chats, presence
 from activity.live.ingest import ingest
-from activity.live.turns import BEFORE_ANY_PROMPT
 from activity.live.work import FrameError
 from activity.models import Chat, Prompt, ToolActivity
 from activity.wire.frames import runner_frame
@@ -95,7 +94,7 @@ def test_a_call_reported_before_any_prompt_is_shown_in_a_turn_of_its_own(chat):
     row = ToolActivity.objects.get(chat=chat)
     assert (row.agent_label, row.status, row.opened) == ("Index the project", "completed", False)
     early = row.attempt
-    assert early.prompt == BEFORE_ANY_PROMPT and early.ended_at is None
+    assert early.before_any_prompt and early.ended_at is None
     attempt = uuid.uuid4()
     apply(chat, frames.turn_started(2, attempt, uuid.uuid4()))
     early.refresh_from_db()
