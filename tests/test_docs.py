@@ -117,3 +117,40 @@ def test_the_readme_points_to_the_architecture_and_the_protocol() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "docs/architecture.md" in readme
     assert "docs/protocol.md" in readme
+
+
+def readme_map() -> list[str]:
+    """The folders the README's "What is where" names, as paths from the repository's root."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## What is where", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```\n", 2)[1]
+    named: list[str] = []
+    parents: list[tuple[int, str]] = []
+    for line in block.splitlines():
+        found = re.match(r"^( *)([A-Za-z0-9_.-]+)/\s", line)
+        if not found:
+            continue
+        depth = len(found.group(1))
+        parents = [(d, name) for d, name in parents if d < depth]
+        path = "/".join([name for _, name in parents] + [found.group(2)])
+        parents.append((depth, found.group(2)))
+        named.append(path)
+    return named
+
+
+def test_the_readmes_map_names_every_folder_of_the_app_and_no_folder_that_is_gone() -> None:
+    app = ROOT / "activity"
+    folders = {
+        str(path.relative_to(ROOT))
+        for path in app.rglob("*")
+        if path.is_dir() and "__pycache__" not in path.parts
+    }
+    named = set(readme_map())
+    assert folders - named == set(), "folders of activity/ the README's map leaves out"
+    assert {name for name in named if not (ROOT / name).is_dir()} == set(), "named, not there"
+
+
+def test_the_readmes_map_names_every_top_level_folder() -> None:
+    top = {path.relative_to(ROOT).parts[0] for path, _ in files()}
+    folders = {name for name in top if (ROOT / name).is_dir() and not name.startswith(".")}
+    assert folders - set(readme_map()) == set()

@@ -51,7 +51,7 @@ from activity.review import mentions
 from activity.review import runs as runs_list
 
 log = logging.getLogger(__name__)
-RUN_ROW = "activity/runs.html#run-row"
+RUN_ROW = "activity/pushed/runs.html#run-row"
 ASK_CHARS = 160  # what a spoken line quotes of a prompt
 RUN_CHARS = 80  # … and of its run's title
 ASKED_MAX_CHARS = 4_000  # a runs page's {"runs": [ids]}: a page shows PAGE_SIZE runs

@@ -6,7 +6,7 @@ No push or catch-up is longer than ``settings.PUSH_MAX_BYTES`` (Daphne drops a m
 not fit goes out in parts: each ``{"from": S, "to": T, "part": k, "parts": n, "content": …}``,
 applied in order, the page at T after the last. A single fragment that cannot fit (a huge
 reply) goes out as ``{"from": S, "to": T, "reload": true}``: the page fetches its regions
-over HTTP and asks for what changed since the version it got (``static/koruweb/live.js``). A
+over HTTP and asks for what changed since the version it got (``static/koruweb/live/live.js``). A
 page that says it shows a version the chat never reached (its database restored from a
 backup, or a forged message) is answered the same way, with ``"to"`` the chat's real version.
 ``broadcast.py`` sends them.
@@ -30,13 +30,15 @@ from activity.review import filters, reads
 from activity.show import dom
 
 log = logging.getLogger(__name__)
-PARTS = "activity/parts.html"
+PARTS = "activity/pushed/parts.html"
 
 
 def render_inbox(user: Any) -> str:
     """A person's inbox list: the open prompts they may answer."""
     prompts = reads.inbox(access.answerable_chats(user))
-    return render_to_string("activity/inbox.html#inbox-list", {"prompts": prompts, "oob": True})
+    return render_to_string(
+        "activity/pushed/inbox.html#inbox-list", {"prompts": prompts, "oob": True}
+    )
 
 
 def fragments(c: reads.Changes) -> list[str]:
@@ -67,7 +69,7 @@ def fragments(c: reads.Changes) -> list[str]:
 def filter_bar(panel: filters.Panel) -> str:
     """The chat page's filter bar at the push's version, as a fresh page draws it (a region)."""
     context = {**panel.context(), "turns_id": dom.TURNS, "oob": True}
-    return render_to_string("activity/long.html#filter-bar", context)
+    return render_to_string("activity/pushed/long.html#filter-bar", context)
 
 
 def render_changes(chat_id: uuid.UUID, since: int) -> tuple[str, int]:

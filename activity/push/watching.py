@@ -14,7 +14,7 @@ entry expires — every viewer of the chat is told: ``{"type": "chat.watching", 
 the chat's group, which each process's room hands on as ``{"watching": "<html>"}``
 (``broadcast.Room.run``). Watchers are not in the database, so that message carries no version:
 the page morphs its ``#watching`` region and leaves its version chain alone
-(``static/koruweb/live.js``). Only a page that asked for the list (``?watching=1`` on its
+(``static/koruweb/live/live.js``). Only a page that asked for the list (``?watching=1`` on its
 socket's URL) is sent it; every other client of the socket (bench/, a test's bare socket) sees
 what it always saw. Each process looks at its open chats' sets again on its heartbeat, so an
 expiry is announced too; several processes announcing one change is harmless, and a list made
@@ -219,7 +219,7 @@ def render(users: list[Any], oob: bool = True) -> str:
         "more": max(0, len(users) - SHOWN_MAX),
         "oob": oob,
     }
-    return render_to_string("activity/watching.html", context)
+    return render_to_string("activity/pushed/watching.html", context)
 
 
 def on_page(chat_id: uuid.UUID, user: Any) -> str:

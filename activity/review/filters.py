@@ -8,7 +8,7 @@ The chat page's filter bar (``panel``) is a live region like the rows: drawn fro
 the page's version, and drawn again at the new version by every push that changed a row or a
 prompt (README "Live updates"), so its counts, chips and jumps never lag behind the rows. A push
 is rendered once for every viewer, unfiltered: a filtered page fetches its regions over HTTP
-instead (static/koruweb/long.js).
+instead (static/koruweb/review/long.js).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ CHAT_HEAD = "chat-head"  # the run's title, agent, mode, usage and runner
 DRIVE = "drive"  # what the web may do to the run, and the messages on their way to it
 RUN_FILTER = "run-filter"  # the filter bar: counts, chips, the jumps to a failure and a prompt
 # The regions of a chat page drawn from the chat at its version: a push brings each to the new
-# version, and an HTTP reload fetches each again (static/koruweb/live.js, REGIONS). Who is
+# version, and an HTTP reload fetches each again (static/koruweb/live/live.js, REGIONS). Who is
 # watching is not versioned: it follows its own pushes (activity/push/watching.py).
 REGIONS = (CHAT_HEAD, RUN_FILTER, TURNS, DRIVE)
 

@@ -83,7 +83,7 @@ def highlight_block(code: str, lexer: Lexer) -> str:
 
 def scheme_colours(scheme: str) -> dict[str, str]:
     """The colour properties of ``koruweb.css`` for ``"light"`` or ``"dark"``."""
-    css = (Path(settings.BASE_DIR) / "static" / "koruweb" / "koruweb.css").read_text()
+    css = (Path(settings.BASE_DIR) / "static" / "koruweb" / "page" / "koruweb.css").read_text()
     return contrast.properties(css)[scheme]
 
 

@@ -6,7 +6,7 @@ into time slots instead (``SLOTS`` across the window), each slot drawn as one ma
 says how busy it was and whose colour says whether a call failed in it; a slot links to the
 window zoomed on it. Zoom is a window of the turn in the query string (``?from=&to=``,
 milliseconds from the turn's start), so a zoomed timeline is a link, works without JavaScript,
-and static/koruweb/timeline.js adds dragging across the plot to zoom.
+and static/koruweb/review/timeline.js adds dragging across the plot to zoom.
 
 Positions are in the plot's own units (``WIDTH`` across); the axis's ticks fall on round times
 and the window is widened to whole ticks, so tick labels sit at even steps across the plot.

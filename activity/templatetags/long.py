@@ -1,7 +1,7 @@
 """Template tags for long runs: counts, times, durations apart from waits, usage.
 
 Everything here renders the same for every viewer (pushes are rendered once): a time is a
-``<time datetime>`` in UTC that static/koruweb/times.js says relatively, in the viewer's zone.
+``<time datetime>`` in UTC that static/koruweb/page/times.js says relatively, in the viewer's zone.
 """
 
 from __future__ import annotations

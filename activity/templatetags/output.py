@@ -2,10 +2,11 @@
 
 ``output`` renders any agent text: each unified diff in it as a diff (``activity/show/diffs.py``),
 each Markdown code fence unwrapped and highlighted by its language, the rest as a terminal shows
-it (``activity/show/terminal.py``), each block with a copy button (``static/koruweb/output.js``).
+it (``activity/show/terminal.py``), each block with a copy button
+(``static/koruweb/live/output.js``).
 ``diff`` renders text that holds a change, such as what a permission prompt asks: its diffs the
 same way, the words around them as words. Both escape every character of the text and give
-their colours as classes (``static/koruweb/output.css``, ``/highlight.css``).
+their colours as classes (``static/koruweb/live/output.css``, ``/highlight.css``).
 
 Rows are rendered again on every change pushed, so a rendering is kept for the next time the
 same text comes (the text is the whole key: the functions are pure).

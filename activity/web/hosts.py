@@ -34,8 +34,8 @@ from activity.people import access
 from activity.web.requests import HtmxRequest
 from activity.wire.hostframes import FIRST_PROMPT_CHARS, Listing
 
-PAGE = "activity/new_run.html"
-STARTING = "activity/new_run_starting.html"
+PAGE = "activity/hosts/new_run.html"
+STARTING = "activity/hosts/new_run_starting.html"
 START_WAIT = timedelta(seconds=90)  # a run still not started after this is reported as stuck
 NOT_ALLOWED = (
     "Starting runs takes the approver or admin role in a workspace with an agent host; "

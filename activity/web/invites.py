@@ -25,8 +25,8 @@ from activity.people.login import wait_words
 from activity.people.workspaces import Invalid, parse_role
 from activity.web import workspaces
 
-LIST = "activity/invites.html"
-LINK = "activity/invite.html"
+LIST = "activity/people/invites.html"
+LINK = "activity/people/invite.html"
 
 
 @require_GET

@@ -77,7 +77,7 @@ def turn(request: HttpRequest, chat_id: uuid.UUID, attempt_id: uuid.UUID) -> Htt
         "can_answer": False,  # a review page shows decisions, it does not take answers
         "member_names": mentions.member_names(chat.workspace_id),
     }
-    return render(request, "activity/turn.html", context)
+    return render(request, "activity/review/turn.html", context)
 
 
 def _ms(value: str | None) -> int | None:
@@ -115,7 +115,7 @@ def comment(request: HtmxRequest, tool_id: uuid.UUID) -> HttpResponse:
         pk=tool_id,
     )
     if request.method == "GET":
-        return render(request, "activity/comment.html", {"row": row})
+        return render(request, "activity/review/comment.html", {"row": row})
     text = (request.POST.get("text") or "").strip()
     if not text:
         return HttpResponse("Write something first.", status=400)

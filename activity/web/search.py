@@ -28,7 +28,7 @@ def search(request: HttpRequest) -> HttpResponse:
         "previous_page": page - 1 if page > 1 else None,
         "next_page": page + 1 if len(hits) > PER_PAGE and page < MAX_PAGE else None,
     }
-    return render(request, "activity/search.html", context)
+    return render(request, "activity/review/search.html", context)
 
 
 def _page(value: str) -> int:

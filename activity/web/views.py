@@ -39,7 +39,7 @@ def runs(request: HttpRequest) -> HttpResponse:
     answer_in = access.answering_workspaces(request.user)  # where a waiting run needs *you*
     context = {"form": form, "page": page, "rows": rows, "query": query.urlencode()}
     context |= {"answer_in": answer_in or [], "answer_all": answer_in is None}
-    return render(request, "activity/runs.html", context)
+    return render(request, "activity/runs/runs.html", context)
 
 
 @require_GET
@@ -60,7 +60,7 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
         "web_prompt_chars": WEB_PROMPT_CHARS,
         "member_names": mentions.member_names(found.workspace_id),
     }
-    return render(request, "activity/chat.html", context)
+    return render(request, "activity/runs/chat.html", context)
 
 
 @require_GET
@@ -70,7 +70,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     mentioned, count = mentions.waiting_for(request.user), mentions.waiting_count(request.user)
     context = {"prompts": prompts, "mentions": mentioned, "mention_count": count}
     context |= {"waiting": len(prompts) + count, "can_answer": True}
-    return render(request, "activity/inbox.html", context)
+    return render(request, "activity/people/inbox.html", context)
 
 
 @require_http_methods(["GET", "POST"])
@@ -84,7 +84,7 @@ def answer(request: HtmxRequest, prompt_id: uuid.UUID) -> HttpResponse:
         chat__in=access.visible_chats(request.user),
     )
     if request.method == "GET":
-        return render(request, "activity/prompt.html", {"prompt": prompt})
+        return render(request, "activity/runs/prompt.html", {"prompt": prompt})
     try:
         if access.role_in(request.user, prompt.chat.workspace_id) not in access.ANSWERING_ROLES:
             raise Refusal(

@@ -38,9 +38,9 @@ from activity.people.workspaces import (
 )
 from activity.push import broadcast
 
-PAGE = "activity/workspace.html"
-LIST = "activity/workspaces.html"
-CONFIRM = "activity/delete_run.html"
+PAGE = "activity/people/workspace.html"
+LIST = "activity/people/workspaces.html"
+CONFIRM = "activity/runs/delete_run.html"
 MANAGE = ".venv/bin/python manage.py"  # as README.md writes every command line
 
 

@@ -27,7 +27,10 @@ from activity.runner.turns import TurnTable
 from activity.wire.frames import Answer, runner_frame
 from tests.agents.secret_ids_agent import ALLOW_ID, IDS
 
-AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "secret_ids_agent.py")]
+AGENT = [
+    sys.executable,
+    str(Path(__file__).resolve().parent.parent / "agents" / "secret_ids_agent.py"),
+]
 WITHIN = 30.0  # a runner that has not got there by then never will: fail rather than hang
 PERMISSION = "session/request_permission"
 QUESTION = "elicitation/create"

@@ -30,7 +30,7 @@ from activity.wire.frames import (
     TurnEnded,
 )
 
-AGENTS = Path(__file__).resolve().parent / "agents"
+AGENTS = Path(__file__).resolve().parent.parent / "agents"
 GIVE_UP = 30  # connections after which the fake server says the runner loops
 DROP = 0  # refuse by dropping the connection with no close frame, as a restart or the network
 

@@ -14,7 +14,7 @@ import pytest
 
 from activity.runner import setup
 
-CAPTURED = Path(__file__).parent / "agents" / "real" / "captured"
+CAPTURED = Path(__file__).parent.parent / "agents" / "real" / "captured"
 
 
 def captured(agent: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from tests import frames
 from tests.factories import run
 
 BASE = Path(settings.BASE_DIR)
-CSS = (BASE / "static/koruweb/koruweb.css").read_text()
+CSS = (BASE / "static/koruweb/page/koruweb.css").read_text()
 TEXT = ("fg", "muted", "accent", "ok", "bad", "warn", "wait")
 SURFACES = ("bg", "surface", "code-bg")
 TINTS = {"ok": "ok-bg", "bad": "bad-bg", "wait": "wait-bg", "accent": "accent-bg"}

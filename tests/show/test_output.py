@@ -260,7 +260,7 @@ def test_a_huge_single_line_keeps_every_character() -> None:
 def schemes() -> dict[str, dict[str, str]]:
     static = Path(settings.BASE_DIR) / "static" / "koruweb"
     return contrast.properties(
-        *[(static / name).read_text() for name in ("koruweb.css", "output.css")]
+        *[(static / name).read_text() for name in ("page/koruweb.css", "live/output.css")]
     )
 
 

@@ -24,7 +24,7 @@ from activity.show import contrast, statuses
 from activity.templatetags.badges import badge, call_status
 from tests.core.merge.events import permission, replay, text, tool_call, tool_call_update
 
-CSS = (Path(settings.BASE_DIR) / "static/koruweb/koruweb.css").read_text()
+CSS = (Path(settings.BASE_DIR) / "static/koruweb/page/koruweb.css").read_text()
 
 
 def row_after(*events: Event, asked: str | None = None) -> ToolActivity:

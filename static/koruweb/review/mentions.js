@@ -1,4 +1,4 @@
-// @name completion in a comment box (templates/activity/parts.html#comment-form): "@" and the
+// @name completion in a comment box (templates/activity/pushed/parts.html#comment-form): "@" and the
 // start of a name offer the workspace's members (#member-names, rendered with the page) in a
 // listbox under the box: arrows move, Enter or Tab takes one, Escape closes (the keys are
 // listbox.js's). One listener for the whole page, so the boxes of rows pushed later work without

@@ -1,4 +1,4 @@
-// Copy-link buttons (templates/activity/parts.html, invites.html): a click copies a link — a
+// Copy-link buttons (templates/activity/pushed/parts.html, invites.html): a click copies a link — a
 // call's permalink (an <a data-copy-url>, made absolute) or the text of a field (data-copy-from, an id)
 // — and the button says "Copied" for a moment; a screen reader hears it (clipboard.js). One
 // listener for the whole page, so rows pushed later work without setup.
