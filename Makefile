@@ -18,7 +18,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@PY=$$(scripts/find-python) && { [ -x $(BIN)/python ] || "$$PY" -m venv $(VENV); }
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[server,dev]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 run: $(STAMP)

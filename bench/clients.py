@@ -236,7 +236,7 @@ class Socket(asyncio.Protocol):
 @dataclass
 class Viewer:
     """A page's socket: asks for what changed since the version it shows, applies each push
-    that starts where it stands, and asks again on a gap (``static/koruweb/live.js``)."""
+    that starts where it stands, and asks again on a gap (``static/koruweb/live/live.js``)."""
 
     socket: Socket
     shown: int = 0

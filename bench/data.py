@@ -171,7 +171,7 @@ def screens_match(chat_id: uuid.UUID, screens: list[dict[str, str]], alias: str)
     with using(alias):
         rows = ToolActivity.objects.filter(chat_id=chat_id).order_by("position")
         for row in with_prompts(list(rows)):
-            html = render_to_string("activity/parts.html#tool-row", {"row": row})
+            html = render_to_string("activity/pushed/parts.html#tool-row", {"row": row})
             found = TR.search(html)
             assert found is not None, html
             expected[found.group(1)] = found.group(0)

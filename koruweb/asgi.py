@@ -30,6 +30,6 @@ application = ProtocolTypeRouter(
 # the server ~65 ms every few seconds under load (bench/README.md).
 from django.template.loader import get_template  # noqa: E402
 
-get_template("activity/parts.html")
+get_template("activity/pushed/parts.html")
 gc.collect()
 gc.freeze()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from activity.wire.frames import PROTOCOL_VERSION
+
 T0 = 1_767_000_000_000  # a fixed runner clock, epoch ms
 
 
@@ -12,7 +14,13 @@ def hello(chat_id: uuid.UUID, acked: int = 0, secret: str | None = None) -> dict
     """A runner's hello, with its secret (by default one made from the chat id, so a test's
     every hello for a chat is its runner's)."""
     secret = secret_of(chat_id) if secret is None else secret
-    return {"type": "hello", "chat_id": str(chat_id), "secret": secret, "acked": acked}
+    return {
+        "type": "hello",
+        "protocol": PROTOCOL_VERSION,
+        "chat_id": str(chat_id),
+        "secret": secret,
+        "acked": acked,
+    }
 
 
 def secret_of(chat_id: uuid.UUID) -> str:

@@ -3,9 +3,10 @@
 A host (``manage.py agent host``, ``runner/host.py``) connects to ``/ws/host/`` with a host
 token (``consumers.HostConsumer``, which only relays to a ``HostSession``):
 
-1. Its first frame is a ``host_hello``: the ``AgentHost`` of its token and name is made or
-   updated (its agents and roots) and shown online on this socket; the host is told
-   ``welcome``. A heartbeat keeps it "seen" while the socket is up and ends with it
+1. Its first frame is a ``host_hello`` (one of another ``frames.PROTOCOL_VERSION``, or of none,
+   closes with ``CLOSE_UPGRADE`` and the runner to install): the ``AgentHost`` of its token
+   and name is made or updated (its agents and roots) and shown online on this socket; the
+   host is told ``welcome``. A heartbeat keeps it "seen" while the socket is up and ends with it
    (docs/gotchas.md#tasks-outlive-their-socket); a host silent for three heartbeats counts
    as offline (``AgentHost.is_online``).
 2. The *New run* page asks for a directory (``ask_listing``): a ``list`` frame goes to the
@@ -41,7 +42,14 @@ from pydantic import ValidationError
 from activity.core import groups
 from activity.live import boundary
 from activity.models.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
-from activity.wire.frames import CLOSE_PROTOCOL, CLOSE_TOO_LARGE, MAX_FRAME_BYTES
+from activity.wire.frames import (
+    CLOSE_PROTOCOL,
+    CLOSE_TOO_LARGE,
+    CLOSE_UPGRADE,
+    MAX_FRAME_BYTES,
+    other_protocol,
+    upgrade_reason,
+)
 from activity.wire.hostframes import (
     FIRST_PROMPT_CHARS,
     Exited,
@@ -96,6 +104,9 @@ class HostSession:
         try:
             raw = boundary.load(text)
             if self.host_id is None:
+                if other_protocol(raw, "host_hello"):  # a host of another release
+                    await self.socket.close(code=CLOSE_UPGRADE, reason=upgrade_reason())
+                    return
                 await self.hello(HostHello.model_validate(raw))
                 return
             frame = host_frame.validate_python(raw)

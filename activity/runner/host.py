@@ -1,19 +1,21 @@
-"""``python manage.py agent host``: offer agents to start from the web, on this machine.
+"""``koruweb host`` (or ``manage.py agent host``): offer agents to start from the web, here.
 
-    manage.py agent host --server ws://HOST:PORT --token HOST_TOKEN \\
+    koruweb host --server ws://HOST:PORT --token HOST_TOKEN \\
         --agent NAME=COMMAND [--agent …] --root DIR [--root …] [--name NAME]
 
 The host keeps one socket to ``/ws/host/`` open (reconnecting with backoff, like a runner)
 and offers the named agent commands and the directories under its roots. The web asks it to
 list a directory (one level, ``hostdirs.listing``) or to start a run: it then starts
-``manage.py agent --allow-web --stay --cwd DIR --prompt … -- COMMAND`` with the per-run token
-the server sent, reads the runner's first line (its run's page) and reports ``started``, and
-``exited`` when the runner ends. It runs nothing but the commands it was started with, and
-refuses any directory outside its roots (``hostdirs.resolve``). Its runners die with it.
+``python -m activity.runner.cli agent --allow-web --stay --cwd DIR --prompt … -- COMMAND`` (the
+runner it was installed with, on its own interpreter) with the per-run token the server sent,
+reads the runner's first line (its run's page) and reports ``started``, and ``exited`` when
+the runner ends. It runs nothing but the commands it was started with, and refuses any
+directory outside its roots (``hostdirs.resolve``). Its runners die with it.
 
 Exit codes: 1 the server was unreachable for ``--connect-timeout`` seconds; 2 the server
-refused the host (not a host token, or revoked); 3 a bad command line (an agent command that
-is not there, a root that is not a directory); 130 interrupted.
+refused the host (not a host token, or revoked; or a server of another protocol, whose reason
+says which runner to install); 3 a bad command line (an agent command that is not there, a
+root that is not a directory); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import sys
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
@@ -39,7 +40,12 @@ from websockets.asyncio.client import ClientConnection
 from activity.runner.hostdirs import Outside, listing, real_roots, resolve
 from activity.runner.link import TOKEN_VARIABLE, say, stay_connected
 from activity.runner.spawn import _die_with_runner
-from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
+from activity.wire.frames import (
+    CLOSE_FORBIDDEN,
+    CLOSE_UNAUTHORIZED,
+    CLOSE_UPGRADE,
+    PROTOCOL_VERSION,
+)
 from activity.wire.hostframes import (
     Exited,
     HostAgent,
@@ -52,11 +58,13 @@ from activity.wire.hostframes import (
     to_host,
 )
 
-MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
+# The runner, on the host's own interpreter; -P: the run's directory (its cwd) shadows no module.
+RUNNER = [sys.executable, "-P", "-m", "activity.runner.cli", "agent"]
 START_SECONDS = 60.0  # how long a runner may take to print its run's page
 STOP_SECONDS = 1.5  # how long a runner is given to stop after each signal
 FLUSH_SECONDS = 2.0  # how long a stopping host waits to tell the server its runners exited
 TAIL_LINES = 5  # the runner's last lines of standard error kept for a failure's message
+DESCRIPTION = "Offer agents to start from the web, on this machine."
 
 
 class Usage(Exception):
@@ -82,8 +90,8 @@ class Parser(argparse.ArgumentParser):
         raise Usage(message)
 
 
-def parse(argv: list[str]) -> HostOptions:
-    parser = Parser(prog="manage.py agent host", description=__doc__.splitlines()[0])
+def parse(argv: list[str], prog: str = "koruweb host") -> HostOptions:
+    parser = Parser(prog=prog, description=DESCRIPTION)
     parser.add_argument("--server", required=True, help="ws://HOST:PORT of koruweb")
     parser.add_argument("--token", required=True, help="a host token of the workspace")
     parser.add_argument("--agent", action="append", required=True, metavar="NAME=COMMAND")
@@ -171,10 +179,14 @@ class Host:
         )
 
     def closed(self, code: int | None, reason: str) -> None:
-        """The server closed the socket: a refused token stops the host (exit 2); anything
-        else reconnects."""
+        """The server closed the socket: a refused token, or a hello of another protocol
+        (the reason names the runner to install), stops the host (exit 2); anything else
+        reconnects."""
         if code in (CLOSE_UNAUTHORIZED, CLOSE_FORBIDDEN):
             raise Fatal(f"the server refused the host token: {reason or code}") from None
+        if code == CLOSE_UPGRADE:
+            said = f"the server does not speak this host's protocol {PROTOCOL_VERSION}"
+            raise Fatal(f"{said}: {reason}" if reason else said) from None
         if self.welcomed.is_set():
             say(f"lost the server ({code or 'no close code'}); reconnecting")
 
@@ -248,7 +260,7 @@ class Host:
             self.report(Started(id=frame.id, error=str(outside)))
             return
         say(f"starting {frame.agent} in {directory}")
-        argv = [sys.executable, str(MANAGE_PY), "agent", "--server", self.options.server]
+        argv = [*RUNNER, "--server", self.options.server]
         argv += ["--allow-web", "--stay", "--cwd", directory]  # the token in its env, not ps
         argv += [f"--title={frame.title}"] if frame.title else []
         argv += [f"--prompt={frame.prompt}", "--", *command]
@@ -333,15 +345,12 @@ class Host:
             task.cancel()
 
 
-def main(argv: list[str]) -> int:
-    """The ``host`` subcommand of ``manage.py agent``: its exit code."""
+def main(argv: list[str], prog: str = "koruweb host") -> int:
+    """``koruweb host`` (``prog``: ``manage.py agent host`` in a checkout): its exit code."""
     try:
-        options = parse(argv)
+        options = parse(argv, prog)
     except Usage as usage:
-        say(
-            f"{usage}\nusage: manage.py agent host --server URL --token T --agent NAME=COMMAND… "
-            "--root DIR…"
-        )
+        say(f"{usage}\nusage: {prog} --server URL --token T --agent NAME=COMMAND… --root DIR…")
         return 3
 
     async def serve() -> int:

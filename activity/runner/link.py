@@ -5,6 +5,8 @@ It reconnects with exponential backoff and jitter for as long as the runner runs
 carries the chat's secret, so the server gives the chat to this runner only. After each
 (re)connect the server says what it has (an ``ack``) and everything after that is resent.
 
+A server that refuses the runner (its token, its chat, or its ``frames.PROTOCOL_VERSION``:
+``FATAL_CODES``) stops it at once, saying the server's reason: exit code 2, no retry.
 A server whose database or Redis is away closes with ``CLOSE_UNAVAILABLE``: the runner
 reconnects with backoff and resends, for as long as it takes. A server that refuses a frame
 closes the socket (``frames.CLOSE_PROTOCOL``,
@@ -38,6 +40,8 @@ from activity.wire.frames import (
     CLOSE_SERVER_ERROR,
     CLOSE_TOO_LARGE,
     CLOSE_UNAUTHORIZED,
+    CLOSE_UPGRADE,
+    PROTOCOL_VERSION,
     Ack,
     Answer,
     Error,
@@ -51,6 +55,8 @@ from activity.wire.frames import (
 FATAL_CODES = {
     CLOSE_UNAUTHORIZED: "the server refused the agent token",
     CLOSE_FORBIDDEN: "this chat is not yours",
+    # The reason names the runner to install (frames.upgrade_reason).
+    CLOSE_UPGRADE: f"the server does not speak this runner's protocol {PROTOCOL_VERSION}",
 }
 # The closes that say the server refused what it got. A connection that drops with no close
 # code (a restart, the network) is no refusal: it never stops the runner.

@@ -1,11 +1,12 @@
-"""``python manage.py agent``: run an ACP agent and stream its turns to koruweb.
+"""``koruweb agent`` (or ``manage.py agent``): run an ACP agent and stream its turns to koruweb.
 
 Exit codes: 0 every turn ended and every frame is acknowledged; 1 the server could not be
-reached in time; 2 the server refused this runner (bad token, someone else's chat); 3 the agent
-command does not exist or would not start; 4 the agent exited (during a turn or between
-turns); 5 the agent has no such mode as ``--mode`` or one of ``--web-modes``; 6 the agent asks
-to authenticate and no method's credentials are set; 7 the server refused the same frame on
-``link.REFUSALS`` connections in a row; 130 interrupted. ``--allow-web``: see ``web.py``.
+reached in time; 2 the server refused this runner (bad token, someone else's chat, a server of
+another protocol: its reason says which runner to install); 3 the agent command does not exist
+or would not start; 4 the agent exited (during a turn or between turns); 5 the agent has no
+such mode as ``--mode`` or one of ``--web-modes``; 6 the agent asks to authenticate and no
+method's credentials are set; 7 the server refused the same frame on ``link.REFUSALS``
+connections in a row; 130 interrupted. ``--allow-web``: see ``web.py``.
 """
 
 from __future__ import annotations

@@ -4,12 +4,14 @@ The agent socket (``consumers.AgentConsumer``) only relays: it authenticates the
 every text it receives to ``RunnerSession.receive`` and calls ``stop`` when it closes. What the
 session does with them, in order:
 
-1. The first frame is a hello (``frames.Hello``): with the runner's secret, the chat is made or
-   found and shown online (``presence.claim``; a wrong or missing secret closes with
-   ``CLOSE_FORBIDDEN`` and changes nothing); this socket becomes the only one in the chat's
-   runner group (answers go only to the runner that proved the chat is its own); the runner is
-   told the highest seq the server has (``Ack``) and gets the answers given while it was away
-   (``answers.pending``) and the web's messages not yet started (``drive.on_hello``).
+1. The first frame is a hello (``frames.Hello``). One of another protocol than
+   ``frames.PROTOCOL_VERSION``, or of none, closes with ``CLOSE_UPGRADE`` and a reason that names
+   the runner to install. With the runner's secret, the chat is made or found and shown online
+   (``presence.claim``; a wrong or missing secret closes with ``CLOSE_FORBIDDEN`` and changes
+   nothing); this socket becomes the only one in the chat's runner group (answers go only to
+   the runner that proved the chat is its own); the runner is told the highest seq the server
+   has (``Ack``) and gets the answers given while it was away (``answers.pending``) and the
+   web's messages not yet started (``drive.on_hello``).
 2. Every later frame is parsed and cleaned (``boundary.load``), validated and queued; a frame
    that fails is refused (an ``Error`` that acknowledges its seq, when it names a usable one),
    alone. One drain at a time takes all that is queued as a batch: ingested in one
@@ -54,14 +56,17 @@ from activity.wire.frames import (
     CLOSE_SERVER_ERROR,
     CLOSE_TOO_LARGE,
     CLOSE_UNAVAILABLE,
+    CLOSE_UPGRADE,
     MAX_FRAME_BYTES,
     Ack,
     Error,
     Hello,
     NumberedFrame,
     Refused,
+    other_protocol,
     runner_frame,
     seq_of,
+    upgrade_reason,
 )
 
 log = logging.getLogger(__name__)
@@ -152,6 +157,9 @@ class RunnerSession:
             self.drainer = asyncio.get_running_loop().create_task(self.drain())
 
     async def hello(self, raw: Any) -> None:
+        if other_protocol(raw, "hello"):  # read before the rest, whose shape may differ
+            await self.close(CLOSE_UPGRADE, upgrade_reason())
+            return
         try:
             hello = Hello.model_validate(raw)
         except ValidationError as error:

@@ -41,7 +41,10 @@ from activity.push import broadcast
 PAGE = "activity/people/workspace.html"
 LIST = "activity/people/workspaces.html"
 CONFIRM = "activity/runs/delete_run.html"
-MANAGE = ".venv/bin/python manage.py"  # as README.md writes every command line
+# The command lines as README.md writes them: the runner is `koruweb agent` (installed alone),
+# the host `manage.py agent host` in the server's checkout.
+MANAGE = ".venv/bin/python manage.py"
+RUNNER = "koruweb agent"
 
 
 def admin_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -196,7 +199,7 @@ def page(
             f"{MANAGE} agent host --server {server} --token {new_token[1]} "
             "--agent NAME=COMMAND --root DIR"
             if new_token[0].kind == TokenKind.HOST
-            else f"{MANAGE} agent --server {server} --token {new_token[1]} -- AGENT"
+            else f"{RUNNER} --server {server} --token {new_token[1]} -- AGENT"
         )
     response = render(request, PAGE, context, status=status)
     add_never_cache_headers(response)  # a page that may show a token stays out of caches

@@ -1,9 +1,10 @@
 """The frames between a runner and the server over ``/ws/agent/``
 (docs/protocol.md#the-runners-socket). JSON objects, each with a ``type``.
 
-Runner → server: ``hello`` first (the chat id, the runner's secret and the highest seq the
-runner believes acknowledged), then numbered frames: ``seq`` counts from 1 per chat and ``at``
-is the runner's own clock in epoch ms, so a resend never shifts a time.
+Runner → server: ``hello`` first (the runner's ``PROTOCOL_VERSION``, the chat id, the runner's
+secret and the highest seq the runner believes acknowledged), then numbered frames: ``seq``
+counts from 1 per chat and ``at`` is the runner's own clock in epoch ms, so a resend never
+shifts a time.
 
 Runner → server also: ``session_info`` (what the run lets the web do, the agent's modes and
 commands) and ``web_refused`` (a web request the runner would not carry out).
@@ -16,6 +17,10 @@ JSON-RPC request ``request_id``; and, to a runner started with ``--allow-web``, 
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
+import tomllib
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -30,6 +35,11 @@ from pydantic import (
 )
 
 MAX_FRAME_BYTES = 1024 * 1024  # Daphne's default message limit; the runner cuts below it
+# The runner's protocol, in every ``hello`` and ``host_hello``: the server serves this one only
+# (docs/protocol.md#the-protocol-version). Raise it when a frame changes in a way the other side
+# of an older release would misread.
+PROTOCOL_VERSION = 1
+CLOSE_REASON_BYTES = 123  # the longest reason a close frame carries (RFC 6455)
 
 # Close codes of the sockets (docs/protocol.md#close-codes). Daphne can send only 1000 and 3000–4999
 # (docs/gotchas.md#daphne-sends-only-some-close-codes), so every code koruweb uses is a
@@ -42,6 +52,9 @@ CLOSE_FORBIDDEN = 4403  # not yours (another workspace's chat): the runner stops
 # of …"), and with 4410 when its chat was deleted ("This run was deleted"): none reconnects.
 CLOSE_GONE = 4410
 CLOSE_TOO_LARGE = 4413  # a frame over MAX_FRAME_BYTES: the runner cuts it to half, resends
+# A hello of another protocol than ``PROTOCOL_VERSION``, or of none: the runner and the host
+# stop (exit 2) and say the reason, which names the runner to install (``upgrade_reason``).
+CLOSE_UPGRADE = 4426
 # On 4400, 4413 and 4500 the runner reconnects and resends; the same frame refused on three
 # connections in a row stops it (exit 7).
 CLOSE_SERVER_ERROR = 4500  # the server failed on what it got: reconnect and resend
@@ -66,9 +79,13 @@ class Strict(BaseModel):
 class Hello(Strict):
     """``secret``: the runner's proof that the chat is its own, made with the chat id
     (``secrets.token_urlsafe(32)``) and sent in every hello. The server keeps its hash from the
-    hello that makes the chat and refuses a hello without it (``CLOSE_FORBIDDEN``)."""
+    hello that makes the chat and refuses a hello without it (``CLOSE_FORBIDDEN``).
+
+    ``protocol``: the runner's ``PROTOCOL_VERSION``; the server refuses a hello of any other, or
+    of none, before it reads the rest (``CLOSE_UPGRADE``)."""
 
     type: Literal["hello"] = "hello"
+    protocol: StrictInt = PROTOCOL_VERSION
     chat_id: UUID4
     secret: Annotated[StrictStr, Field(min_length=32, max_length=200)] | None = Field(
         default=None, repr=False
@@ -259,3 +276,40 @@ def seq_of(raw: Any) -> int | None:
 def request_key(request_id: str | int) -> str:
     """A JSON-RPC id as stored: 5 and "5" are different ids."""
     return f"n:{request_id}" if isinstance(request_id, int) else f"s:{request_id}"
+
+
+def other_protocol(raw: Any, hello_type: str) -> bool:
+    """Whether ``raw``, a first frame that is a hello of ``hello_type`` (or names no type), says
+    another protocol than ``PROTOCOL_VERSION``, or none: a runner of another release, whose
+    other frames the server need not read (``CLOSE_UPGRADE``)."""
+    if not isinstance(raw, dict) or raw.get("type", hello_type) != hello_type:
+        return False
+    protocol = raw.get("protocol")
+    return type(protocol) is not int or protocol != PROTOCOL_VERSION
+
+
+@functools.cache
+def package_version() -> str | None:
+    """koruweb's version: the checkout's pyproject.toml beside this code, else the installed
+    package's metadata; None if neither says."""
+    try:
+        with (Path(__file__).resolve().parents[2] / "pyproject.toml").open("rb") as file:
+            project = tomllib.load(file).get("project", {})
+        if project.get("name") == "koruweb" and isinstance(project.get("version"), str):
+            return str(project["version"])
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    try:
+        return importlib.metadata.version("koruweb")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def upgrade_reason() -> str:
+    """The reason of a ``CLOSE_UPGRADE``: the protocol this server speaks and the runner to
+    install, which the runner and the host print before they stop."""
+    version = package_version()
+    install = f"pip install 'koruweb=={version}'" if version else "pip install koruweb"
+    reason = f"this koruweb server speaks runner protocol {PROTOCOL_VERSION}; install its runner: "
+    reason += install
+    return reason.encode()[:CLOSE_REASON_BYTES].decode(errors="ignore")

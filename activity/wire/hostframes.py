@@ -12,8 +12,8 @@ as a runner with the per-run agent ``token``).
 
 A ``path`` is relative to its ``root`` ("" is the root itself); the host resolves it (symlinks
 too) and refuses whatever is outside its roots. The host runs nothing but the commands it was
-started with. Close codes are ``frames.CLOSE_*``: 4401 (not a host token, or revoked) and 4403
-stop the host (exit 2).
+started with. Close codes are ``frames.CLOSE_*``: 4401 (not a host token, or revoked), 4403 and
+4426 (a hello of another protocol) stop the host (exit 2).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from pydantic import (
     StrictStr,
     TypeAdapter,
 )
+
+from activity.wire.frames import PROTOCOL_VERSION
 
 MAX_ENTRIES = 300  # the most entries one listing carries (directories first)
 MAX_AGENTS = 50
@@ -59,7 +61,11 @@ class HostAgent(Strict):
 
 
 class HostHello(Strict):
+    """``protocol``: the host's ``frames.PROTOCOL_VERSION`` (the runner's, which it starts); the
+    server refuses a hello of any other, or of none (``frames.CLOSE_UPGRADE``)."""
+
     type: Literal["host_hello"] = "host_hello"
+    protocol: StrictInt = PROTOCOL_VERSION
     name: HostName
     agents: Annotated[list[HostAgent], Field(min_length=1, max_length=MAX_AGENTS)]
     roots: Annotated[list[Root], Field(min_length=1, max_length=MAX_ROOTS)]

@@ -97,7 +97,7 @@ def decision(page: Page, row: ToolActivity) -> Any:
 
 def settled(words: str) -> re.Pattern[str]:
     """The decision a row keeps once the agent heard it: words, who, and when (a <time> that
-    static/koruweb/times.js says relatively, "just now" or "12 s ago")."""
+    static/koruweb/page/times.js says relatively, "just now" or "12 s ago")."""
     return re.compile(rf"^{re.escape(words)} · (just now|\d+ s ago|\d+ min ago)$")
 
 

@@ -268,7 +268,7 @@ def test_a_chat_page_goes_live_even_when_its_websocket_script_arrives_late(
         route.continue_()
 
     page.route("**/static/vendor/htmax-*.js", late)
-    page.route("**/static/koruweb/live.js", late)
+    page.route("**/static/koruweb/live/live.js", late)
     log_in(page, team.viewer)
     page.goto(f"/chats/{runner.chat_id}/")
     runner.send(frames.turn_started(1, uuid.uuid4(), uuid.uuid4(), title="Live at last"))
@@ -282,6 +282,6 @@ def test_a_chat_page_whose_own_script_arrives_last_still_catches_up_once_connect
         time.sleep(0.5)  # htmx is here and its socket open before this script runs
         route.continue_()
 
-    page.route("**/static/koruweb/live.js", late)
+    page.route("**/static/koruweb/live/live.js", late)
     log_in(page, team.viewer, then=f"/chats/{runner.chat_id}/")
     open_chat(page, live, runner.chat_id)  # the page asks what changed since it was rendered

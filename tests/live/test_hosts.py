@@ -5,6 +5,7 @@ side is tests/runner/test_host.py."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import uuid
 from unittest.mock import ANY
 
@@ -20,6 +21,7 @@ from django.utils import timezone
 
 from activity.models import Workspace
 from activity.models.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
+from activity.wire.frames import CLOSE_UPGRADE, PROTOCOL_VERSION
 from activity.wire.hostframes import Start, Started
 from koruweb.asgi import application
 
@@ -65,6 +67,7 @@ async def closed_with(path: str, token: str) -> int:
 
 HELLO = {
     "type": "host_hello",
+    "protocol": PROTOCOL_VERSION,
     "name": "build-box",
     "agents": [{"name": "sdk", "command": "python sdk_agent.py"}],
     "roots": [ROOT],
@@ -88,6 +91,28 @@ async def test_a_host_token_is_refused_on_the_agent_socket_and_an_agent_token_on
 ):
     assert await closed_with("/ws/agent/", tokens["host"]) == 4401
     assert await closed_with("/ws/host/", tokens["agent"]) == 4401
+    await database_sync_to_async(connections.close_all)()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("protocol", [None, PROTOCOL_VERSION + 1], ids=["none", "newer"])
+async def test_a_host_hello_of_another_protocol_is_refused_with_the_runner_to_install(
+    tokens, protocol
+):
+    socket = WebsocketCommunicator(
+        application, "/ws/host/", headers=[(b"authorization", f"Bearer {tokens['host']}".encode())]
+    )
+    assert (await socket.connect())[0]
+    hello = {k: v for k, v in HELLO.items() if k != "protocol"}
+    await socket.send_json_to(hello if protocol is None else {**hello, "protocol": protocol})
+    closed = await socket.receive_output(timeout=5)
+    assert closed["type"] == "websocket.close" and closed["code"] == CLOSE_UPGRADE
+    version = importlib.metadata.version("koruweb")
+    assert closed["reason"] == (
+        f"this koruweb server speaks runner protocol {PROTOCOL_VERSION}; "
+        f"install its runner: pip install 'koruweb=={version}'"
+    )
+    assert not await AgentHost.objects.filter(name="build-box").aexists()
     await database_sync_to_async(connections.close_all)()
 
 

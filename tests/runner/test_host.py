@@ -12,11 +12,13 @@ from pydantic import ValidationError
 
 from activity.runner import host as host_process
 from activity.runner.hostdirs import Outside, listing, real_roots, resolve
+from activity.wire.frames import PROTOCOL_VERSION
 from activity.wire.hostframes import MAX_ENTRIES, HostHello, Listing, Start, Started
 
 ROOT = "/srv/projects"
 HELLO = {
     "type": "host_hello",
+    "protocol": PROTOCOL_VERSION,
     "name": "build-box",
     "agents": [{"name": "sdk", "command": "python sdk_agent.py"}],
     "roots": [ROOT],

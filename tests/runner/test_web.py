@@ -17,14 +17,12 @@ from typing import Any
 
 import pytest
 from acp.connection import StreamDirection, StreamEvent
-from django.core.management import CommandError, call_command
 from pydantic import BaseModel
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from activity.management.commands.agent import mode_list
+from activity.runner import cli, setup
 from activity.runner import link as link_module
-from activity.runner import setup
 from activity.runner import web as web_module
 from activity.runner.main import Options, Runner
 from activity.runner.outbox import Outbox
@@ -39,7 +37,7 @@ from activity.wire.frames import (
     runner_frame,
 )
 
-AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "sdk_agent.py")]
+AGENT = [sys.executable, str(Path(__file__).resolve().parent.parent / "agents" / "sdk_agent.py")]
 WITHIN = 30.0  # a runner that has not got there by then never will: fail rather than hang
 ALLOW = {"outcome": "selected", "optionId": "o0"}  # the runner's id for the first option
 
@@ -446,17 +444,24 @@ def test_a_listed_mode_that_bypasses_permissions_is_said_aloud_when_the_session_
 
 
 @pytest.mark.parametrize(
-    ("flags", "error"),
+    ("flags", "code", "error"),
     [
-        (["--stay"], "--stay needs --allow-web"),
-        (["--web-modes", "plan"], "--web-modes needs --allow-web"),
-        (["--allow-web", "--web-modes", "x" * 101], "at most 50 modes of at most 100 characters"),
+        (["--stay"], 1, "--stay needs --allow-web"),
+        (["--web-modes", "plan"], 1, "--web-modes needs --allow-web"),
+        (
+            ["--allow-web", "--web-modes", "x" * 101],
+            2,
+            "at most 50 modes of at most 100 characters",
+        ),
     ],
 )
-def test_the_web_flags_that_make_no_sense_are_refused_before_anything_starts(flags, error):
-    with pytest.raises(CommandError, match=error):
-        call_command("agent", "--server", "ws://127.0.0.1:9", "--token", "t", *flags, "--", "x")
+def test_the_web_flags_that_make_no_sense_are_refused_before_anything_starts(
+    flags, code, error, capsys
+):
+    server = ["--server", "ws://127.0.0.1:9", "--token", "t"]
+    assert cli.main(["agent", *server, *flags, "--", "x"]) == code
+    assert error in capsys.readouterr().err
 
 
 def test_web_modes_are_a_comma_list_without_blanks_or_repeats():
-    assert mode_list(" plan, default,,plan ") == ["plan", "default"]
+    assert cli.mode_list(" plan, default,,plan ") == ["plan", "default"]

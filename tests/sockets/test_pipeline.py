@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import uuid
 from typing import Any
@@ -18,7 +19,17 @@ from activity.core import groups
 from activity.live import presence
 from activity.models import AgentToken, Chat, Prompt, ToolActivity
 from activity.sockets import pipeline
-from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_PROTOCOL, CLOSE_TOO_LARGE, CLOSE_UNAVAILABLE
+from activity.wire import frames as wire_frames
+from activity.wire.frames import (
+    CLOSE_FORBIDDEN,
+    CLOSE_PROTOCOL,
+    CLOSE_REASON_BYTES,
+    CLOSE_TOO_LARGE,
+    CLOSE_UNAVAILABLE,
+    CLOSE_UPGRADE,
+    PROTOCOL_VERSION,
+    upgrade_reason,
+)
 from koruweb.asgi import application
 from tests import frames
 
@@ -551,3 +562,55 @@ async def test_the_heartbeat_renews_the_groups_a_restarted_redis_forgot_but_neve
     assert answered_by(chat_id) == {"socket-2"}  # the old one's heartbeat did not put it back
     await first.stop()
     await second.stop()
+
+
+# --- the protocol version ----------------------------------------------------------------------
+
+INSTALL = f"pip install 'koruweb=={importlib.metadata.version('koruweb')}'"
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [None, 0, PROTOCOL_VERSION + 1, str(PROTOCOL_VERSION), True],
+    ids=["none", "older", "newer", "a string", "a bool"],
+)
+async def test_a_hello_of_another_protocol_is_refused_with_the_runner_to_install_over_the_socket(
+    acme, protocol
+):
+    plain = (await database_sync_to_async(AgentToken.issue)(acme, "laptop"))[1]
+    chat_id = uuid.uuid4()
+    hello = frames.hello(chat_id)
+    if protocol is None:
+        del hello["protocol"]
+    else:
+        hello["protocol"] = protocol
+    socket = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {plain}".encode())]
+    )
+    assert (await socket.connect())[0]
+    await socket.send_json_to(hello)
+    closed = await socket.receive_output(timeout=5)
+    assert closed["type"] == "websocket.close" and closed["code"] == CLOSE_UPGRADE == 4426
+    assert closed["reason"] == (
+        f"this koruweb server speaks runner protocol {PROTOCOL_VERSION}; install its runner: "
+        + INSTALL
+    )
+    assert not await database_sync_to_async(Chat.objects.filter(pk=chat_id).exists)()
+
+
+async def test_a_hello_of_another_protocol_is_refused_before_the_rest_of_it_is_read(token):
+    runner = await session(token)
+    await say(runner, {"type": "hello", "protocol": 2, "chat": "a shape this server never knew"})
+    closed = socket_of(runner).closed
+    assert closed is not None and closed[0] == CLOSE_UPGRADE and INSTALL in str(closed[1])
+    assert socket_of(runner).sent == []
+
+
+def test_the_reason_fits_a_close_frame_and_names_a_plain_install_when_the_version_is_unknown(
+    monkeypatch,
+):
+    assert len(upgrade_reason().encode()) <= CLOSE_REASON_BYTES
+    monkeypatch.setattr(wire_frames, "package_version", lambda: None)
+    assert upgrade_reason().endswith("install its runner: pip install koruweb")
+    monkeypatch.setattr(wire_frames, "package_version", lambda: "1." + "9" * 200)
+    assert len(upgrade_reason().encode()) == CLOSE_REASON_BYTES

@@ -41,7 +41,8 @@ def private_var(settings, tmp_path: Path) -> Path:
 
 
 def readme_commands(name: str) -> list[list[str]]:
-    """Every ``manage.py <name>`` line of README.md's ``sh`` blocks, as words after it."""
+    """Every ``manage.py <name>`` (or ``koruweb <name>``) line of README.md's ``sh`` blocks, as
+    words after it."""
     blocks = re.findall(r"```sh\n(.*?)```", README.read_text(), flags=re.S)
     lines = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
     found = []
@@ -49,6 +50,8 @@ def readme_commands(name: str) -> list[list[str]]:
         words = shlex.split(line.split("#")[0])
         if words[:3] == [".venv/bin/python", "manage.py", name]:
             found.append(words[3:])
+        elif words[:2] == ["koruweb", name]:
+            found.append(words[2:])
     return found
 
 
@@ -88,8 +91,8 @@ def test_the_token_pages_command_line_is_the_one_the_readme_uses(as_admin, acme)
     html = as_admin.post("/workspaces/acme/tokens/create", {"name": "laptop"}).content.decode()
     plain = re.search(r'id="plain-token">(koru_[\w-]+)<', html)
     assert plain is not None
-    assert f".venv/bin/python manage.py agent --server ws://testserver --token {plain[1]}" in html
-    assert '<pre class="copy" id="token-command">python manage.py' not in html
+    command = f"koruweb agent --server ws://testserver --token {plain[1]} -- AGENT"
+    assert f'<pre class="copy" id="token-command">{command}</pre>' in html
 
 
 def test_a_token_for_a_new_workspace_can_make_its_admin_or_says_nobody_sees_its_runs(capsys):

@@ -1,6 +1,7 @@
 """Run a real agent through the README's command line, against the fake model API.
 
-``RealRun`` is ``python manage.py agent --server … --token … [flags] -- AGENT`` in a child
+``RealRun`` is ``python manage.py agent --server … --token … [flags] -- AGENT`` (or another
+``runner``: ``koruweb agent``, as README.md writes it) in a child
 process of its own process group (as a terminal starts it), with the agent's command taken from
 ``tests/agents/real/node_modules/.bin`` and an isolated home: a temporary ``HOME``, the vendor's
 config there, telemetry and update checks off, the fake's URL as the model API, and no
@@ -38,6 +39,10 @@ SCRUBBED = re.compile(
 )
 
 
+# ``koruweb agent`` as the venv installed it (``[project.scripts]``), beside this interpreter.
+KORUWEB_AGENT = [str(Path(sys.executable).with_name("koruweb")), "agent"]
+
+
 def isolated_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     """The runner's environment: koruweb's test settings, no real credentials, a fresh home."""
     home.mkdir(parents=True, exist_ok=True)
@@ -70,9 +75,12 @@ class RealRun:
         env: dict[str, str],
         *flags: str,
         stdin: bool = False,
+        runner: list[str] | None = None,
     ) -> None:
-        command = [sys.executable, "manage.py", "agent", "--server", server, "--token", token]
-        command += [*flags, "--", *agent]
+        """``runner``: the runner's command line up to its flags (``manage.py agent`` by
+        default; ``KORUWEB_AGENT``: ``koruweb agent``)."""
+        command = [*(runner or [sys.executable, "manage.py", "agent"])]
+        command += ["--server", server, "--token", token, *flags, "--", *agent]
         self.command = command
         self.marker = uuid.uuid4().hex  # in the environment of the runner and all it starts
         self.process = subprocess.Popen(

@@ -1,4 +1,5 @@
-"""The runner's command lines in README.md and docs/agents.md, run as written.
+"""The runner's command lines in README.md and docs/agents.md, run as written (``koruweb agent``
+with the venv's ``koruweb``, ``.venv/bin/python manage.py agent`` with this interpreter).
 
 Only what cannot be written down is replaced: the server's address, the token (``TOKEN``) and a
 key the docs elide (``…``). The agent answers from the fake model API (an untagged prompt gets a
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,18 +18,37 @@ import pytest
 from activity.models import Chat
 from tests.agents.real.fakeapi import FakeModels
 from tests.agents.real.fixtures import vendor as fake_vendor
-from tests.agents.real.harness import RealRun, isolated_env
+from tests.agents.real.harness import KORUWEB_AGENT, RealRun, isolated_env
 from tests.liveserver import BASE_DIR, Server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 VENDOR = {"claude-agent-acp": "anthropic", "codex-acp": "openai", "gemini": "gemini"}
 
 
+# The runner's command lines the docs write, up to their flags, and what runs each here.
+RUNNERS = {
+    ("koruweb", "agent"): KORUWEB_AGENT,
+    (".venv/bin/python", "manage.py", "agent"): [sys.executable, "manage.py", "agent"],
+}
+
+
 def agent_lines(path: Path) -> list[str]:
-    """Every ``manage.py agent`` command in the file's ``sh`` blocks, continuations joined."""
+    """Every ``koruweb agent`` and ``manage.py agent`` command in the file's ``sh`` blocks,
+    continuations joined."""
     blocks = re.findall(r"```sh\n(.*?)```", path.read_text(), flags=re.S)
     lines = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
-    return [" ".join(line.split()) for line in lines if "manage.py agent " in line]
+    lines = [" ".join(line.split("#")[0].split()) for line in lines]
+    return [line for line in lines if re.search(r"(^|\s)(koruweb|manage\.py) agent ", line)]
+
+
+def runner_of(words: list[str]) -> tuple[int, list[str]]:
+    """Where the runner's command starts in ``words`` (environment words before it), and what
+    runs it here."""
+    for start in range(len(words)):
+        for written, command in RUNNERS.items():
+            if tuple(words[start : start + len(written)]) == written:
+                return start, command
+    raise AssertionError(f"no runner in {words}")
 
 
 DOCUMENTED = [
@@ -57,8 +78,9 @@ def test_a_documented_command_line_runs_one_turn_and_exits_0(
     tmp_path: Path,
 ) -> None:
     words = shlex.split(line.replace("ws://127.0.0.1:8000", koruweb_server.ws_url))
-    env_words = [w for w in words[: words.index(".venv/bin/python")] if "=" in w]
-    words = words[len(env_words) :]
+    start, runner = runner_of(words)
+    env_words, words = words[:start], words[start:]
+    assert all("=" in word for word in env_words), line
     command = words[words.index("--") + 1 :]
     vendor = VENDOR[command[0]]
     home = tmp_path / "home"
@@ -68,7 +90,7 @@ def test_a_documented_command_line_runs_one_turn_and_exits_0(
     flags = words[words.index("agent") + 1 : words.index("--")]
     flags = [agent_token if w == "TOKEN" else w for w in flags]
     assert flags[:4] == ["--server", koruweb_server.ws_url, "--token", agent_token], line
-    run = RealRun(koruweb_server.ws_url, agent_token, command, env, *flags[4:])
+    run = RealRun(koruweb_server.ws_url, agent_token, command, env, *flags[4:], runner=runner)
     code, err = run.finish(within=90)
     assert code == 0, f"{where}: {line}\n{err}"
     turn = Chat.objects.get(pk=run.chat_id).current_attempt
