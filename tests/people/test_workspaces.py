@@ -211,7 +211,7 @@ def test_a_created_token_is_shown_once_with_a_command_line_and_works(as_admin, a
     plain = re.search(r'id="plain-token">(koru_[\w-]+)<', html)
     assert plain is not None
     token = plain.group(1)
-    command = f".venv/bin/python manage.py agent --server ws://testserver --token {token} -- AGENT"
+    command = f"koruweb agent --server ws://testserver --token {token} -- AGENT"
     assert command in html
     found = AgentToken.find(token)
     assert found is not None and found.workspace == acme and found.name == "carol-laptop"
