@@ -247,6 +247,27 @@ SECURE_PROXY_SSL_HEADER: tuple[str, str] | None = (
 # until it ends (activity/people/login.py).
 LOGIN_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 10, minimum=1)
 LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# What one person may ask of the others' runs (issue 25): messages waiting in a run's queue (queued
+# or on their way), in all and per person, and comments per person per minute; past one, the page
+# says which limit refused it (activity/live/drive.py, activity/people/limits.py).
+DRIVE_QUEUE_PER_RUN = envint("DRIVE_QUEUE_PER_RUN", 20, minimum=1)
+DRIVE_QUEUE_PER_PERSON = envint("DRIVE_QUEUE_PER_PERSON", 5, minimum=1)
+COMMENTS_PER_MINUTE = envint("COMMENTS_PER_MINUTE", 30, minimum=1)
+# Runs one person may ask the agent hosts to start within a minute (429 past it), and how long a
+# run may stay *starting* before it fails and its token is revoked (activity/live/hosts.py).
+HOST_STARTS_PER_MINUTE = envint("HOST_STARTS_PER_MINUTE", 10, minimum=1)
+HOST_START_SECONDS = envint("HOST_START_SECONDS", 90, minimum=1)
+# Floods on the live path (issue 25, activity/sockets/floods.py): the new chats one agent token may
+# make within a minute (a hello past it closes with 4429, a reconnect to a chat never does); how
+# long an agent or host socket may say nothing before its hello (closed with 4400); the sockets
+# open at once per person (chat pages, inbox and needs sockets together), per agent token and per
+# host token (a socket past one closes with 4429; a process that died frees its slots as its
+# "watching" entries expire).
+AGENT_NEW_CHATS_PER_MINUTE = envint("AGENT_NEW_CHATS_PER_MINUTE", 30, minimum=1)
+HELLO_TIMEOUT_SECONDS = envint("HELLO_TIMEOUT_SECONDS", 10, minimum=1)
+SOCKETS_PER_PERSON = envint("SOCKETS_PER_PERSON", 50, minimum=1)
+SOCKETS_PER_TOKEN = envint("SOCKETS_PER_TOKEN", 20, minimum=1)
+HOST_SOCKETS_PER_TOKEN = envint("HOST_SOCKETS_PER_TOKEN", 5, minimum=1)
 CACHES: dict[str, Any] = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "login_throttle": (

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from activity.people.login import LoginView
@@ -10,7 +11,19 @@ from activity.web.output import highlight_css
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", LoginView.as_view(), name="login"),  # wrong passwords limited
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Django's accounts views but the password reset: people have no email (an admin sets a
+    # forgotten password), so nothing may send or take a reset link.
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(
+        "accounts/password_change/",
+        auth_views.PasswordChangeView.as_view(),
+        name="password_change",
+    ),
+    path(
+        "accounts/password_change/done/",
+        auth_views.PasswordChangeDoneView.as_view(),
+        name="password_change_done",
+    ),
     path("highlight.css", highlight_css, name="highlight-css"),  # Pygments colours, both schemes
     path("", include("activity.web.urls")),
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_tmp, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_counts_left() -> Iterator[None]:
+    """No rate a test counted (activity/people/limits.py: comments, wrong passwords) limits the
+    next one, whose people may have the same ids. The counts are in this process's memory here
+    (no REDIS_URL in the tests' own settings): nothing else is cleared."""
+    yield
+    from django.core.cache import caches
+    from django.core.cache.backends.locmem import LocMemCache
+
+    from activity.people import limits
+
+    if isinstance(caches[limits.CACHE], LocMemCache):
+        caches[limits.CACHE].clear()

@@ -12,7 +12,12 @@ whether it stays. A person's message is a ``WebPrompt``, delivered like an answe
 3. The turn that runs it (``TurnStarted.web_prompt_id``) makes it ``started`` and records who
    sent the turn. When a turn ends, or the runner refuses a message, the oldest queued message
    becomes ``sent``: the pipeline sends what is ``sent`` after such a batch (``MAY_SEND``).
-4. A message goes to the agent as the person typed it, so it is kept as typed only while it
+4. A message is its author's (issue 25): only its author edits it, so the turn that runs it
+   names who wrote what it ran; its author or an admin of the workspace (or a superuser) may
+   remove it, and the queue then says who did. A run holds at most ``DRIVE_QUEUE_PER_RUN``
+   messages waiting (queued or sent), at most ``DRIVE_QUEUE_PER_PERSON`` of them one person's:
+   a message past either is refused with the limit, so the queue a page draws stays bounded.
+5. A message goes to the agent as the person typed it, so it is kept as typed only while it
    may still go (queued or sent: editable, resent on every hello). Once it can no longer go —
    its turn started, the runner refused it, a person removed it — the stored text is masked
    (``secrets.mask``, issue 22), like the turn's prompt the runner reported (``boundary.py``).
@@ -32,7 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.contrib.auth.models import User
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from activity.core import groups
@@ -207,6 +214,25 @@ def allowing(chat: Chat) -> None:
         raise Refusal(ONLY_REPORTS)
 
 
+def within_limits(chat: Chat, user: User) -> None:
+    """Refuse a message past the run's queue or the person's share of it (one query, under the
+    chat's lock, so two posts at once cannot both take the last place)."""
+    waiting = WebPrompt.objects.filter(chat=chat, status__in=WebPrompt.WAITING).aggregate(
+        run=Count("pk"), mine=Count("pk", filter=Q(author=user))
+    )
+    run, person = settings.DRIVE_QUEUE_PER_RUN, settings.DRIVE_QUEUE_PER_PERSON
+    if waiting["run"] >= run:
+        raise Refusal(
+            f"This run already has {run:,} messages waiting, the most it holds: wait until the "
+            "agent has taken some."
+        )
+    if waiting["mine"] >= person:
+        raise Refusal(
+            f"You already have {person:,} message{'s' if person != 1 else ''} waiting in this "
+            "run, the most one person may: wait until the agent has taken one, or remove one."
+        )
+
+
 def send(chat_id: uuid.UUID, user: User, text: str) -> Done:
     """A person's message to the agent: sent now, or queued until the runner can take it."""
     text = clean(text)
@@ -215,6 +241,7 @@ def send(chat_id: uuid.UUID, user: User, text: str) -> Done:
         allowing(chat)
         if not chat.takes_prompts:
             raise Refusal("This run's runner has left: it takes no more messages.")
+        within_limits(chat, user)
         WebPrompt.objects.create(chat=chat, author=user, text=text)
         promoted = promote(work)
         show(work)
@@ -223,30 +250,49 @@ def send(chat_id: uuid.UUID, user: User, text: str) -> Done:
     return Done(work.done, "Queued: it goes to the agent when it is free.")
 
 
-def queued(work: Work, prompt_id: uuid.UUID, *statuses: str) -> WebPrompt:
-    prompt = WebPrompt.objects.filter(pk=prompt_id, chat=work.chat).first()
+def message(work: Work, prompt_id: uuid.UUID) -> WebPrompt:
+    prompt = WebPrompt.objects.filter(pk=prompt_id, chat=work.chat).select_related("author").first()
     if prompt is None:
         raise Refusal("There is no such message in this run.", 404)
-    if prompt.status not in statuses:
-        raise Refusal("This message was already sent to the agent: it can no longer change.")
     return prompt
 
 
-def edit(chat_id: uuid.UUID, prompt_id: uuid.UUID, text: str) -> Done:
+def changeable(prompt: WebPrompt, *statuses: str) -> None:
+    if prompt.status not in statuses:
+        raise Refusal("This message was already sent to the agent: it can no longer change.")
+
+
+def edit(chat_id: uuid.UUID, prompt_id: uuid.UUID, user: User, text: str) -> Done:
+    """Its author's new text for a queued message; nobody else's (the author stays)."""
     text = clean(text)
     with chats.change(chat_id) as work:
-        prompt = queued(work, prompt_id, Status.QUEUED)
+        prompt = message(work, prompt_id)
+        if prompt.author_id is None or prompt.author_id != user.pk:
+            raise Refusal(
+                f"This message is {prompt.author_name}'s: only its author may edit it.", 403
+            )
+        changeable(prompt, Status.QUEUED)
         prompt.text = text
         prompt.save(update_fields=["text"])
         show(work)
     return Done(work.done, "Saved.")
 
 
-def remove(chat_id: uuid.UUID, prompt_id: uuid.UUID) -> Done:
+def remove(chat_id: uuid.UUID, prompt_id: uuid.UUID, user: User, manages: bool) -> Done:
+    """Take back a queued (or refused) message: its author, or whoever ``manages`` the run (an
+    admin of its workspace, a superuser); the queue says who removed it."""
     with chats.change(chat_id) as work:
-        prompt = queued(work, prompt_id, Status.QUEUED, Status.REFUSED)
+        prompt = message(work, prompt_id)
+        if not manages and (prompt.author_id is None or prompt.author_id != user.pk):
+            raise Refusal(
+                f"This message is {prompt.author_name}'s: only its author or an admin of this "
+                "workspace may remove it.",
+                403,
+            )
+        changeable(prompt, Status.QUEUED, Status.REFUSED)
         prompt.status, prompt.text = Status.REMOVED, secrets.mask(prompt.text)
-        prompt.save(update_fields=["status", "text"])
+        prompt.removed_by, prompt.removed_at = user, timezone.now()
+        prompt.save(update_fields=["status", "text", "removed_by", "removed_at"])
         show(work)
     return Done(work.done, "Removed.")
 

@@ -5,17 +5,25 @@ token (``consumers.HostConsumer``, which only relays to a ``HostSession``):
 
 1. Its first frame is a ``host_hello`` (one of another ``frames.PROTOCOL_VERSION``, or of none,
    closes with ``CLOSE_UPGRADE`` and the runner to install): the ``AgentHost`` of its token
-   and name is made or updated (its agents and roots) and shown online on this socket; the
-   host is told ``welcome``. A heartbeat keeps it "seen" while the socket is up and ends with it
-   (docs/gotchas.md#tasks-outlive-their-socket); a host silent for three heartbeats counts
-   as offline (``AgentHost.is_online``).
+   and name is made or updated (its agents, roots and ``max_runs``) and shown online on this
+   socket; the host is told ``welcome``. Another host process of the same name online in the
+   workspace is refused (``CLOSE_FORBIDDEN``); the runs the server counts as running on it that
+   its hello does not list ended while it was away (``reconcile``). A heartbeat keeps it
+   "seen" while the socket is up and ends with it (docs/gotchas.md#tasks-outlive-their-socket);
+   a host silent for three heartbeats counts as offline (``AgentHost.is_online``).
 2. The *New run* page asks for a directory (``ask_listing``): a ``list`` frame goes to the
    host's socket through the channel layer with a reply channel, the session sends the
    host's ``listing`` back on it, and the page waits for it at most ``HOST_REPLY_SECONDS``:
    an offline or slow host is an error in words, never a hang.
-3. *Start* (``start_run``) issues a fresh agent token for the run, records a ``HostRun`` and
-   sends ``start``; the host's ``started`` and ``exited`` update that record, and the run's
-   token is revoked when its runner ends.
+3. *Start* (``start_run``) refuses a busy host (its runs starting or started at its
+   ``max_runs``) and any field with a NUL, a lone surrogate or too many characters, makes the
+   run's chat id and a fresh agent token for that chat alone, records a ``HostRun`` and sends
+   ``start``; the host's ``started`` (which must name that chat) and ``exited`` update it.
+
+A run's token is revoked when its run ends: the host reports it failed or exited, the host
+reconnects without it, presence counts its runner gone past ``RUNNER_GRACE_SECONDS``, or it
+is still *starting* after ``HOST_START_SECONDS`` (``sweep``, from every process's watchdog).
+A host that is only away (a restart of the server, a network blip) ends none of its runs.
 
 A host token never writes a chat (``/ws/agent/`` takes only agent tokens); revoking it closes
 the host's socket (``groups.token``) and revokes the tokens it was given for its runs.
@@ -27,6 +35,7 @@ import asyncio
 import logging
 import re
 import uuid
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync
@@ -41,8 +50,17 @@ from pydantic import ValidationError
 
 from activity.core import groups
 from activity.live import boundary
-from activity.models.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
+from activity.models import Chat
+from activity.models.accounts import (
+    RUNNING,
+    AgentHost,
+    AgentToken,
+    HostRun,
+    HostRunStatus,
+    TokenKind,
+)
 from activity.wire.frames import (
+    CLOSE_FORBIDDEN,
     CLOSE_PROTOCOL,
     CLOSE_TOO_LARGE,
     CLOSE_UPGRADE,
@@ -52,6 +70,8 @@ from activity.wire.frames import (
 )
 from activity.wire.hostframes import (
     FIRST_PROMPT_CHARS,
+    PATH_CHARS,
+    TITLE_CHARS,
     Exited,
     HostHello,
     ListDir,
@@ -71,6 +91,10 @@ Status = HostRunStatus
 
 class HostError(Exception):
     """What the web asked a host cannot be done: the reason, in words, for the person."""
+
+
+class Duplicate(Exception):
+    """Another host process of the same name is online in the workspace."""
 
 
 class Socket(Protocol):
@@ -128,9 +152,14 @@ class HostSession:
                 await database_sync_to_async(exited)(self.host_id, frame)
 
     async def hello(self, hello: HostHello) -> None:
-        host = await database_sync_to_async(connect)(
-            self.workspace_id, self.token_id, hello, self.socket.channel_name
-        )
+        try:
+            host, revoked = await database_sync_to_async(connect)(
+                self.workspace_id, self.token_id, hello, self.socket.channel_name
+            )
+        except Duplicate as duplicate:
+            await self.socket.close(code=CLOSE_FORBIDDEN, reason=str(duplicate)[:123])
+            return
+        await close_sockets(revoked)
         self.host_id = host.pk
         self.heartbeat = asyncio.get_running_loop().create_task(self.beat(host.pk))
         page = reverse("workspace", args=[host.workspace.slug])
@@ -179,20 +208,55 @@ class HostSession:
 # --- the database side of a session ---------------------------------------------------------
 
 
-def connect(workspace_id: uuid.UUID, token_id: int, hello: HostHello, channel: str) -> AgentHost:
-    host, _ = AgentHost.objects.update_or_create(
-        token_id=token_id,
-        name=hello.name,
-        defaults={
-            "workspace_id": workspace_id,
-            "agents": [agent.model_dump() for agent in hello.agents],
-            "roots": list(hello.roots),
-            "online": True,
-            "channel": channel,
-            "seen_at": timezone.now(),
-        },
-    )
-    return AgentHost.objects.select_related("workspace").get(pk=host.pk)
+def connect(
+    workspace_id: uuid.UUID, token_id: int, hello: HostHello, channel: str
+) -> tuple[AgentHost, list[int]]:
+    """The host of this hello, online on ``channel``, and the run tokens revoked because its
+    hello no longer lists their runs; raises ``Duplicate``, having changed nothing, while
+    another host process of the same name is online in the workspace."""
+    with transaction.atomic():
+        others = AgentHost.objects.select_for_update().filter(
+            workspace_id=workspace_id, name=hello.name
+        )
+        for other in others:
+            same = other.token_id == token_id and bool(hello.instance)
+            if other.is_online and not (same and other.instance == hello.instance):
+                raise Duplicate(
+                    f"a host named {hello.name[:40]} is online in this workspace already; "
+                    "stop it, or give this one another --name"
+                )
+        host, _ = AgentHost.objects.update_or_create(
+            token_id=token_id,
+            name=hello.name,
+            defaults={
+                "workspace_id": workspace_id,
+                "agents": [agent.model_dump() for agent in hello.agents],
+                "roots": list(hello.roots),
+                "online": True,
+                "channel": channel,
+                "instance": hello.instance or "",
+                "max_runs": hello.max_runs,
+                "seen_at": timezone.now(),
+            },
+        )
+        revoked = reconcile(host, hello.runs)
+    return AgentHost.objects.select_related("workspace").get(pk=host.pk), revoked
+
+
+def reconcile(host: AgentHost, running: list[uuid.UUID] | None) -> list[int]:
+    """The host says which of its runs it runs now (``running``; None: a host that does not
+    say): the others the server counts as running ended while it was away. Their tokens are
+    revoked: their ids."""
+    if running is None:
+        return []
+    gone = list(host.runs.filter(status__in=RUNNING).exclude(pk__in=running))
+    for run in gone:
+        if run.status == Status.STARTING:
+            run.status, run.error = Status.FAILED, "the host no longer runs it (was it restarted?)"
+        else:
+            run.status = Status.EXITED
+        run.save(update_fields=["status", "error"])
+    return revoke_tokens([run.token_id for run in gone if run.token_id is not None])
 
 
 def alive(host_id: uuid.UUID, channel: str) -> None:
@@ -205,6 +269,8 @@ def left(host_id: uuid.UUID, channel: str) -> None:
 
 
 def started(host_id: uuid.UUID | None, frame: Started) -> None:
+    """The host's word on its run: its page, which must be the run's own chat (a host names
+    only chats it started), or why it did not start. Anything else fails the run."""
     found = CHAT_URL.search(frame.chat_url or "")
     with transaction.atomic():
         run = HostRun.objects.select_for_update().filter(pk=frame.id, host_id=host_id).first()
@@ -213,6 +279,9 @@ def started(host_id: uuid.UUID | None, frame: Started) -> None:
         if frame.error is not None or found is None:
             run.status = Status.FAILED
             run.error = frame.error or "the runner printed no run page"
+            revoke_run_token(run)
+        elif run.chat_id is not None and uuid.UUID(found.group(1)) != run.chat_id:
+            run.status, run.error = Status.FAILED, "the host reported a page that is not this run's"
             revoke_run_token(run)
         else:
             run.status, run.chat_id = Status.STARTED, uuid.UUID(found.group(1))
@@ -236,9 +305,22 @@ def exited(host_id: uuid.UUID | None, frame: Exited) -> None:
 
 def revoke_run_token(run: HostRun) -> None:
     if run.token_id is not None:
-        AgentToken.objects.filter(pk=run.token_id, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
+        revoke_tokens([run.token_id])
+
+
+def revoke_tokens(token_ids: list[int]) -> list[int]:
+    """Revoke those of ``token_ids`` not yet revoked: their ids."""
+    live = AgentToken.objects.filter(pk__in=token_ids, revoked_at__isnull=True)
+    revoked = list(live.values_list("pk", flat=True))
+    AgentToken.objects.filter(pk__in=revoked).update(revoked_at=timezone.now())
+    return revoked
+
+
+async def close_sockets(token_ids: list[int]) -> None:
+    """The sockets still open with these (revoked) tokens close (``consumers.token_revoked``)."""
+    layer = get_channel_layer()
+    for token_id in token_ids:
+        await layer.group_send(groups.token(token_id), {"type": "token.revoked"})
 
 
 def revoke_issued(token: AgentToken) -> list[int]:
@@ -246,6 +328,36 @@ def revoke_issued(token: AgentToken) -> list[int]:
     issued = list(token.issued.filter(revoked_at__isnull=True).values_list("pk", flat=True))
     AgentToken.objects.filter(pk__in=issued).update(revoked_at=timezone.now())
     return issued
+
+
+def sweep(now: datetime | None = None) -> list[int]:
+    """The run tokens of runs that ended without a word, revoked: their ids. A run still
+    *starting* after ``HOST_START_SECONDS`` fails; a run whose runner presence counts gone past
+    ``RUNNER_GRACE_SECONDS`` (its socket closed, or silent on a process that died) exits. A
+    runner that is only reconnecting is back within the grace, and keeps its token."""
+    now = now or timezone.now()
+    waited = f"the host did not start it within {settings.HOST_START_SECONDS} s"
+    with transaction.atomic():  # a run the host reports started meanwhile keeps its token
+        stuck = list(
+            HostRun.objects.select_for_update().filter(
+                status=Status.STARTING,
+                created_at__lt=now - timedelta(seconds=settings.HOST_START_SECONDS),
+            )
+        )
+        HostRun.objects.filter(pk__in=[run.pk for run in stuck]).update(
+            status=Status.FAILED, error=waited
+        )
+    tokens = [run.token_id for run in stuck if run.token_id is not None]
+    gone_chats = Chat.objects.filter(
+        runner_connected=False,
+        runner_left_at__lt=now - timedelta(seconds=settings.RUNNER_GRACE_SECONDS),
+    ).values("pk")
+    gone = AgentToken.objects.filter(chat_id__in=gone_chats, revoked_at__isnull=True)
+    gone_ids = list(gone.values_list("pk", flat=True))
+    HostRun.objects.filter(token_id__in=gone_ids, status=Status.STARTED).update(
+        status=Status.EXITED
+    )
+    return revoke_tokens(tokens + gone_ids)
 
 
 # --- what the web asks of a host ------------------------------------------------------------
@@ -297,23 +409,46 @@ def start_run(
     title: str | None = None,
 ) -> HostRun:
     """Ask ``host`` to start ``agent`` in ``path`` under ``root`` with its first prompt, as a
-    runner with a token of its own; raises ``HostError`` having sent nothing."""
-    check(host, root, path, agent)
+    runner of a chat whose id is made here, with a token for that chat alone; raises
+    ``HostError`` having sent nothing."""
     prompt = prompt.strip()
+    for said, value, most in (
+        ("The agent", agent, 64),
+        ("The directory", root, PATH_CHARS),
+        ("The directory", path, PATH_CHARS),
+        ("The first prompt", prompt, FIRST_PROMPT_CHARS),
+        ("The title", title or "", TITLE_CHARS),
+    ):
+        refuse_unfit(said, value, most)
+    check(host, root, path, agent)
     if not prompt:
         raise HostError("Write the first prompt: what should the agent do?")
-    if len(prompt) > FIRST_PROMPT_CHARS:
-        raise HostError(
-            f"A first prompt is at most {FIRST_PROMPT_CHARS:,} characters; this one has "
-            f"{len(prompt):,}. Start with a shorter one and send the rest from the run's page."
-        )
     with transaction.atomic():
+        host = AgentHost.objects.select_for_update().select_related("workspace").get(pk=host.pk)
+        running = host.running()
+        if host.max_runs is not None and running >= host.max_runs:
+            raise HostError(
+                f"The host {host} is busy ({running}/{host.max_runs} runs): wait for one of its "
+                "runs to end, or start one on another host."
+            )
         host_token = AgentToken.objects.get(pk=host.token_id)
         name = f"{host.name}/{agent} (run)"[:100]
-        token, plain = AgentToken.issue(host.workspace, name, TokenKind.AGENT, host_token)
-        run = HostRun.objects.create(host=host, agent=agent, token=token, requested_by=user)
+        chat_id = uuid.uuid4()
+        token, plain = AgentToken.issue(
+            host.workspace, name, TokenKind.AGENT, host_token, chat_id=chat_id
+        )
+        run = HostRun.objects.create(
+            host=host, agent=agent, token=token, requested_by=user, chat_id=chat_id
+        )
     frame = Start(
-        id=run.pk, agent=agent, root=root, path=path, prompt=prompt, title=title, token=plain
+        id=run.pk,
+        agent=agent,
+        root=root,
+        path=path,
+        chat_id=chat_id,
+        prompt=prompt,
+        title=title,
+        token=plain,
     )
     try:
         async_to_sync(get_channel_layer().send)(
@@ -323,6 +458,28 @@ def start_run(
         log.warning("asking host %s to start a run failed: %r", host.pk, fault)
         fail(run, "the server could not reach the host; try again")
     return run
+
+
+def refuse_unfit(said: str, value: str, most: int) -> None:
+    """``HostError`` for a field no host could take: a NUL (no command line or path holds one),
+    a lone surrogate (no UTF-8 does), or more than ``most`` characters."""
+    if "\x00" in value:
+        raise HostError(f"{said} holds a NUL character (\\0): remove it and start again.")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise HostError(
+            f"{said} holds a character that is not text (a lone surrogate): remove it."
+        ) from None
+    if len(value) > most:
+        raise HostError(
+            f"{said} is at most {most:,} characters; this one has {len(value):,}."
+            + (
+                " Start with a shorter one and send the rest from the run's page."
+                if said == "The first prompt"
+                else ""
+            )
+        )
 
 
 def fail(run: HostRun, error: str) -> None:

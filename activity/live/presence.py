@@ -43,7 +43,7 @@ from activity.live import chats, drive
 from activity.live.calls import finish_turn
 from activity.live.turns import RUNNER_LOST, reopen
 from activity.live.work import ChatChange, Work
-from activity.models import Chat
+from activity.models import AgentToken, Chat
 
 # The channels of the runner sockets this process holds open (its event loop adds and removes
 # them; a sweep is given a copy, ``held()``).
@@ -79,10 +79,21 @@ class Claimed:
 
 
 def claim(
-    workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str, acked: int, secret: str
+    workspace_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    channel: str,
+    acked: int,
+    secret: str,
+    token_id: int | None = None,
 ) -> Claimed:
     """A runner said hello with its secret: make or find its chat, show it online on this
-    socket. Raises ``Refused``, having changed nothing, unless the secret is the chat's."""
+    socket. Raises ``Refused``, having changed nothing, unless the secret is the chat's and
+    the runner's token (``token_id``) may have this chat: a run token a host was given is good
+    for its run's chat alone (``AgentToken.chat_id``), never another nor a new one."""
+    if token_id is not None:
+        scope = AgentToken.objects.filter(pk=token_id).values_list("chat_id", flat=True).first()
+        if scope is not None and scope != chat_id:
+            raise Refused("this run's token is good for its own run's chat only")
     return _connect(workspace_id, chat_id, channel, acked, secret)
 
 

@@ -79,6 +79,10 @@ class AgentToken(models.Model):
     issued_by = models.ForeignKey(
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="issued"
     )
+    # A run token's one chat (the server makes its id when a host is asked to start the run):
+    # its hello is refused for any other chat, and it exports no other. None: any of the
+    # workspace's (a token made on the workspace's page).
+    chat_id = models.UUIDField(null=True, blank=True, db_index=True)
 
     objects = AgentTokenQuerySet.as_manager()
 
@@ -95,8 +99,10 @@ class AgentToken(models.Model):
         name: str,
         kind: TokenKind = TokenKind.AGENT,
         issued_by: AgentToken | None = None,
+        chat_id: uuid.UUID | None = None,
     ) -> tuple[AgentToken, str]:
-        """Create a token; the plain token is returned once and never stored."""
+        """Create a token (``chat_id``: scoped to that chat); the plain token is returned once
+        and never stored."""
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         row = cls.objects.create(
             workspace=workspace,
@@ -105,6 +111,7 @@ class AgentToken(models.Model):
             hint=token[:10],
             kind=kind,
             issued_by=issued_by,
+            chat_id=chat_id,
         )
         return row, token
 
@@ -164,6 +171,8 @@ class AgentHost(models.Model):
     roots: models.JSONField[Any] = models.JSONField(default=list)  # [path]
     online = models.BooleanField(default=False)
     channel = models.CharField(max_length=200, blank=True)  # its latest socket's
+    instance = models.CharField(max_length=64, blank=True)  # its latest process's (hello)
+    max_runs = models.PositiveIntegerField(null=True, blank=True)  # its --max-runs (hello)
     seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -187,6 +196,10 @@ class AgentHost(models.Model):
     def agent_names(self) -> list[str]:
         return [str(agent.get("name", "")) for agent in self.agents]
 
+    def running(self) -> int:
+        """Its runs starting or started: what counts against its ``max_runs``."""
+        return self.runs.filter(status__in=RUNNING).count()
+
 
 class HostRunStatus(models.TextChoices):
     STARTING = "starting"  # sent to the host; its runner has no chat yet
@@ -195,9 +208,13 @@ class HostRunStatus(models.TextChoices):
     EXITED = "exited"  # the runner ended (``code``)
 
 
+RUNNING = (HostRunStatus.STARTING, HostRunStatus.STARTED)
+
+
 class HostRun(models.Model):
-    """A run a person asked a host to start (the *New run* form), until its runner has its
-    chat; its per-run agent ``token`` is revoked when the runner ends."""
+    """A run a person asked a host to start (the *New run* form): ``chat_id`` is the chat the
+    server made an id for, the only one its per-run agent ``token`` may say hello for; the
+    token is revoked when the run ends (``activity/live/hosts.py`` says every way it does)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     host = models.ForeignKey(AgentHost, on_delete=models.CASCADE, related_name="runs")

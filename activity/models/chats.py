@@ -109,13 +109,32 @@ class Chat(models.Model):
         return [mode for mode in self.modes if mode.get("id") in self.web_modes]
 
     @cached_property
-    def web_queue(self) -> list[WebPrompt]:
-        """The web's messages not yet turned into turns: queued, sent, refused (one query,
-        none for a run that takes nothing from the web)."""
+    def web_drawn(self) -> tuple[list[WebPrompt], int]:
+        """The web's messages the drive region shows, oldest first, and how many older ones
+        it leaves out: every one waiting (queued, sent: at most ``DRIVE_QUEUE_PER_RUN``, as
+        sending refuses more) and the last ``WebPrompt.HISTORY_SHOWN`` that did not go
+        (refused; removed, and by whom). Bounded however many were ever sent: two queries, a
+        third to count the older ones when there are; none for a run that takes nothing from
+        the web. Those that went are the run's turns."""
         if not self.allow_web:
-            return []
-        waiting = self.web_prompts.filter(status__in=WebPrompt.SHOWN).select_related("author")
-        return list(waiting.order_by("created_at"))
+            return [], 0
+        prompts = self.web_prompts.select_related("author", "removed_by")
+        waiting = prompts.filter(status__in=WebPrompt.WAITING).order_by("created_at")
+        ended = prompts.filter(status__in=WebPrompt.ENDED).order_by("-created_at")
+        last = list(ended[: WebPrompt.HISTORY_SHOWN + 1])
+        more = len(last) > WebPrompt.HISTORY_SHOWN
+        earlier = ended.count() - WebPrompt.HISTORY_SHOWN if more else 0
+        shown = list(waiting[: settings.DRIVE_QUEUE_PER_RUN]) + last[: WebPrompt.HISTORY_SHOWN]
+        return sorted(shown, key=lambda prompt: prompt.created_at), earlier
+
+    @property
+    def web_queue(self) -> list[WebPrompt]:
+        return self.web_drawn[0]
+
+    @property
+    def web_earlier(self) -> int:
+        """How many messages that did not go are older than those ``web_queue`` shows."""
+        return self.web_drawn[1]
 
     @cached_property
     def web_people(self) -> dict[int, str]:

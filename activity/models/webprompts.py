@@ -22,7 +22,11 @@ class WebPrompt(models.Model):
     """A person's message to the agent, sent from the run's page (issue 16): kept until the
     runner has started its turn, like an answer until the runner has it (``drive.py``)."""
 
-    SHOWN = (WebPromptStatus.QUEUED, WebPromptStatus.SENT, WebPromptStatus.REFUSED)
+    # Waiting: counted against ``DRIVE_QUEUE_PER_RUN`` and ``DRIVE_QUEUE_PER_PERSON``, all shown.
+    WAITING = (WebPromptStatus.QUEUED, WebPromptStatus.SENT)
+    # Did not go (refused, removed): the page shows the last ``HISTORY_SHOWN``, and counts the rest.
+    ENDED = (WebPromptStatus.REFUSED, WebPromptStatus.REMOVED)
+    HISTORY_SHOWN = 5
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     chat = models.ForeignKey("Chat", on_delete=models.CASCADE, related_name="web_prompts")
@@ -46,6 +50,11 @@ class WebPrompt(models.Model):
         related_name="web_prompts",
     )
     refused_reason = models.CharField(max_length=500, blank=True)
+    # Who took it back (its author, or an admin of the workspace), and when.
+    removed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    removed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at"]
@@ -57,3 +66,7 @@ class WebPrompt(models.Model):
     @property
     def author_name(self) -> str:
         return self.author.get_username() if self.author else "a former member"
+
+    @property
+    def removed_by_name(self) -> str:
+        return self.removed_by.get_username() if self.removed_by else "a former member"

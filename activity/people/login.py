@@ -11,7 +11,6 @@ tokens never pass through here.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from django.conf import settings
@@ -19,11 +18,13 @@ from django.contrib.auth import views as auth_views
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 
-CACHE = "login_throttle"
+from activity.people import limits
+
+CACHE = limits.CACHE
 
 
 def _key(kind: str, value: str) -> str:
-    return f"login-failures:{kind}:" + hashlib.sha256(value.encode()).hexdigest()
+    return limits.key(f"login-failures:{kind}", value)
 
 
 def _keys(request: HttpRequest) -> list[str]:
@@ -38,15 +39,10 @@ def locked_out(request: HttpRequest) -> bool:
 
 
 def count_failure(key: str) -> None:
-    """One more failure under ``key``, in the cache every process shares. The count ends
-    ``LOGIN_LOCKOUT_SECONDS`` after its first failure: ``add`` starts it, ``incr`` keeps its
-    expiry. The invite links count theirs here too (``invites.record_failure``)."""
-    cache = caches[CACHE]
-    if not cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS):
-        try:
-            cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS)
+    """One more failure under ``key``, in the cache every process shares (``limits.count``):
+    the count ends ``LOGIN_LOCKOUT_SECONDS`` after its first failure. The invite links count
+    theirs here too (``invites.record_failure``)."""
+    limits.count(key, settings.LOGIN_LOCKOUT_SECONDS)
 
 
 def record_failure(request: HttpRequest) -> None:

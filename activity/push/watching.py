@@ -68,11 +68,14 @@ def expiry() -> float:
 
 
 class Store(Protocol):
-    def put(self, chat_id: uuid.UUID, member: str, expires: float) -> None: ...
+    """Entries with an expiry, in sets named by a chat id (or, for ``activity/sockets/floods.py``,
+    by whose sockets they are): ``put`` returns how many live entries its set has now."""
 
-    def remove(self, chat_id: uuid.UUID, member: str) -> None: ...
+    def put(self, chat_id: object, member: str, expires: float) -> int: ...
 
-    def members(self, chat_ids: list[uuid.UUID], now: float) -> dict[uuid.UUID, list[str]]:
+    def remove(self, chat_id: object, member: str) -> None: ...
+
+    def members[K](self, chat_ids: list[K], now: float) -> dict[K, list[str]]:
         """The live entries of each chat, for any number of chats in one round trip."""
         ...
 
@@ -81,27 +84,29 @@ class RedisStore:
     """A sorted set per chat, scored by expiry. A write is one transaction (drop what expired,
     add or renew, keep the set as long as its newest entry); a read is one pipeline."""
 
-    def __init__(self, cache: RedisCache) -> None:
+    def __init__(self, cache: RedisCache, prefix: str = CACHE) -> None:
         self.cache = cache
+        self.prefix = prefix
 
     def client(self) -> Any:
         return self.cache._cache.get_client(write=True)  # the alias's pool and options
 
-    def key(self, chat_id: uuid.UUID) -> str:
-        return self.cache.make_key(f"watching:{chat_id}")
+    def key(self, chat_id: object) -> str:
+        return self.cache.make_key(f"{self.prefix}:{chat_id}")
 
-    def put(self, chat_id: uuid.UUID, member: str, expires: float) -> None:
+    def put(self, chat_id: object, member: str, expires: float) -> int:
         key, now = self.key(chat_id), time.time()
         pipe = self.client().pipeline(transaction=True)
         pipe.zremrangebyscore(key, "-inf", now)
         pipe.zadd(key, {member: expires})
         pipe.expire(key, math.ceil(max(expires - now, expiry())) + 1)  # outlives every entry
-        pipe.execute()
+        pipe.zcard(key)
+        return int(pipe.execute()[-1])
 
-    def remove(self, chat_id: uuid.UUID, member: str) -> None:
+    def remove(self, chat_id: object, member: str) -> None:
         self.client().zrem(self.key(chat_id), member)
 
-    def members(self, chat_ids: list[uuid.UUID], now: float) -> dict[uuid.UUID, list[str]]:
+    def members[K](self, chat_ids: list[K], now: float) -> dict[K, list[str]]:
         if not chat_ids:
             return {}
         pipe = self.client().pipeline(transaction=False)
@@ -120,14 +125,15 @@ class CacheStore:
 
     lock = threading.Lock()
 
-    def __init__(self, cache: BaseCache) -> None:
+    def __init__(self, cache: BaseCache, prefix: str = CACHE) -> None:
         self.cache = cache
+        self.prefix = prefix
 
-    @staticmethod
-    def key(chat_id: uuid.UUID) -> str:
-        return f"watching:{chat_id}"
+    def key(self, chat_id: object) -> str:
+        return f"{self.prefix}:{chat_id}"
 
-    def change(self, chat_id: uuid.UUID, member: str, expires: float | None) -> None:
+    def change(self, chat_id: object, member: str, expires: float | None) -> int:
+        """Add, renew or (``expires`` None) remove an entry; how many live ones are left."""
         key, now = self.key(chat_id), time.time()
         with self.lock:
             entries = {m: e for m, e in (self.cache.get(key) or {}).items() if e > now}
@@ -139,22 +145,25 @@ class CacheStore:
                 self.cache.set(key, entries, math.ceil(max(*entries.values(), now) - now) + 1)
             else:
                 self.cache.delete(key)
+            return len(entries)
 
-    def put(self, chat_id: uuid.UUID, member: str, expires: float) -> None:
-        self.change(chat_id, member, expires)
+    def put(self, chat_id: object, member: str, expires: float) -> int:
+        return self.change(chat_id, member, expires)
 
-    def remove(self, chat_id: uuid.UUID, member: str) -> None:
+    def remove(self, chat_id: object, member: str) -> None:
         self.change(chat_id, member, None)
 
-    def members(self, chat_ids: list[uuid.UUID], now: float) -> dict[uuid.UUID, list[str]]:
+    def members[K](self, chat_ids: list[K], now: float) -> dict[K, list[str]]:
         found = self.cache.get_many([self.key(c) for c in chat_ids])
         entries = {c: found.get(self.key(c)) or {} for c in chat_ids}
         return {c: [m for m, e in entries[c].items() if e > now] for c in chat_ids}
 
 
-def store() -> Store:
+def store(prefix: str = CACHE) -> Store:
+    """The store of the ``watching`` cache; ``prefix`` names its sets apart from others kept
+    there the same way (the sockets' slots, ``activity/sockets/floods.py``)."""
     cache = caches[CACHE]
-    return RedisStore(cache) if isinstance(cache, RedisCache) else CacheStore(cache)
+    return RedisStore(cache, prefix) if isinstance(cache, RedisCache) else CacheStore(cache, prefix)
 
 
 def entry(user_id: int, socket_id: str) -> str:

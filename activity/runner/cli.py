@@ -2,7 +2,7 @@
 koruweb``: no Django, no database).
 
     koruweb agent --server ws://HOST:PORT --token TOKEN [options] -- AGENT_COMMAND [ARGS...]
-    koruweb host --server ws://HOST:PORT --token HOST_TOKEN --agent NAME=COMMAND --root DIR
+    KORUWEB_TOKEN=HOST_TOKEN koruweb host --server ws://HOST:PORT --agent NAME=COMMAND --root DIR
 
 ``agent`` runs an ACP agent and streams its turns to koruweb (``main.py``); ``host`` offers
 agents to start from the web (``host.py``). In a checkout of the server, ``manage.py agent`` and
@@ -23,11 +23,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from activity.runner import host
 from activity.runner.link import TOKEN_VARIABLE, say
 from activity.runner.main import Options, run
 from activity.runner.web import MAX_MODES, NAME_CHARS
 from activity.wire.frames import PROTOCOL_VERSION, package_version
+from activity.wire.hostframes import HANDOFF_BYTES, RunHandoff
 
 AGENT_HELP = (
     "Run an ACP agent and stream it to koruweb: "
@@ -35,7 +38,7 @@ AGENT_HELP = (
 )
 USAGE = """\
 usage: koruweb agent --server ws://HOST:PORT --token TOKEN [options] -- AGENT_COMMAND [ARGS...]
-       koruweb host --server ws://HOST:PORT --token HOST_TOKEN --agent NAME=COMMAND --root DIR
+       KORUWEB_TOKEN=HOST_TOKEN koruweb host --server ws://HOST:PORT --agent NAME=COMMAND --root DIR
 
   agent   run an ACP agent and stream its turns to koruweb
   host    offer agents to start from the web, on this machine
@@ -88,6 +91,13 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --prompt: keep serving the web after those prompts instead of exiting",
     )
+    parser.add_argument(
+        "--from-host",
+        action="store_true",
+        help="read the token, the chat, the first prompt and the title from the first line of "
+        "standard input, as `koruweb host` hands them (JSON): none of them on the command line "
+        "or in the environment",
+    )
     parser.add_argument("agent_command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
 
@@ -102,24 +112,42 @@ def agent_options(parsed: Mapping[str, Any]) -> Options:
     server = parsed["server"]
     if not server.startswith(("ws://", "wss://")):
         raise Usage(f"--server {server!r}: use ws://HOST:PORT or wss://HOST")
-    if not parsed["token"]:
+    token, prompts, title = parsed["token"], parsed["prompt"], parsed["title"]
+    handoff = from_host() if parsed.get("from_host") else None
+    if handoff is not None:
+        token, prompts, title = handoff.token, [handoff.prompt], handoff.title or title
+    if not token:
         raise Usage(f"give an agent token: --token TOKEN, or ${TOKEN_VARIABLE}")
     for flag in ("web_modes", "stay"):
         if parsed[flag] and not parsed["allow_web"]:
             raise Usage(f"--{flag.replace('_', '-')} needs --allow-web")
     return Options(
         server=server,
-        token=parsed["token"],
+        token=token,
         command=command,
-        title=parsed["title"],
+        title=title,
         cwd=parsed["cwd"],
         mode=parsed["mode"],
         connect_timeout=parsed["connect_timeout"],
-        prompts=parsed["prompt"],
+        prompts=prompts,
         allow_web=parsed["allow_web"],
         web_modes=parsed["web_modes"],
         stay=parsed["stay"],
+        chat_id=handoff.chat_id if handoff is not None else None,
     )
+
+
+def from_host() -> RunHandoff:
+    """The first line of standard input, as the host that starts this runner hands it
+    (``hostframes.RunHandoff``); ``Usage`` if it is not one."""
+    line = sys.stdin.buffer.readline(HANDOFF_BYTES)
+    try:
+        return RunHandoff.model_validate_json(line)
+    except ValidationError as error:
+        where = ".".join(str(part) for part in error.errors()[0]["loc"]) or "line"
+        raise Usage(
+            f"--from-host: standard input's first line is no host's handoff ({where})"
+        ) from None
 
 
 def mode_list(text: str) -> list[str]:

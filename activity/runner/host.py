@@ -1,21 +1,25 @@
 """``koruweb host`` (or ``manage.py agent host``): offer agents to start from the web, here.
 
-    koruweb host --server ws://HOST:PORT --token HOST_TOKEN \\
-        --agent NAME=COMMAND [--agent …] --root DIR [--root …] [--name NAME]
+    KORUWEB_TOKEN=HOST_TOKEN koruweb host --server ws://HOST:PORT \\
+        --agent NAME=COMMAND [--agent …] --root DIR [--root …] [--name NAME] [--max-runs N]
 
 The host keeps one socket to ``/ws/host/`` open (reconnecting with backoff, like a runner)
 and offers the named agent commands and the directories under its roots. The web asks it to
 list a directory (one level, ``hostdirs.listing``) or to start a run: it then starts
-``python -m activity.runner.cli agent --allow-web --stay --cwd DIR --prompt … -- COMMAND`` (the
-runner it was installed with, on its own interpreter) with the per-run token the server sent,
-reads the runner's first line (its run's page) and reports ``started``, and ``exited`` when
-the runner ends. It runs nothing but the commands it was started with, and refuses any
-directory outside its roots (``hostdirs.resolve``). Its runners die with it.
+``python -m activity.runner.cli agent --from-host --allow-web --stay --cwd DIR -- COMMAND`` (the
+runner it was installed with, on its own interpreter) and writes the run's token, chat, first
+prompt and title on the runner's standard input (one ``RunHandoff`` line: neither ``ps`` nor
+``/proc/<pid>/environ`` shows them, and the runner's agent never gets the token), reads the
+runner's first line (its run's page) and reports ``started``, and ``exited`` when the runner
+ends. It runs nothing but the commands it was started with, refuses any directory outside its
+roots (``hostdirs.resolve``) and any start past ``--max-runs`` runs at once, and reports at
+once as a failed ``started`` any start it cannot carry out. Its runners die with it.
 
 Exit codes: 1 the server was unreachable for ``--connect-timeout`` seconds; 2 the server
-refused the host (not a host token, or revoked; or a server of another protocol, whose reason
-says which runner to install); 3 a bad command line (an agent command that is not there, a
-root that is not a directory); 130 interrupted.
+refused the host (not a host token, or revoked; a host of the same name online in the
+workspace; or a server of another protocol, whose reason says which runner to install); 3 a
+bad command line (no token, an agent command that is not there, a root that is not a
+directory); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -38,20 +42,24 @@ from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection
 
 from activity.runner.hostdirs import Outside, listing, real_roots, resolve
-from activity.runner.link import TOKEN_VARIABLE, say, stay_connected
+from activity.runner.link import TOKEN_VARIABLE, RetryLater, say, stay_connected
 from activity.runner.spawn import _die_with_runner
 from activity.wire.frames import (
     CLOSE_FORBIDDEN,
+    CLOSE_RATE,
     CLOSE_UNAUTHORIZED,
     CLOSE_UPGRADE,
     PROTOCOL_VERSION,
+    retry_after,
 )
 from activity.wire.hostframes import (
+    MAX_RUNS,
     Exited,
     HostAgent,
     HostHello,
     ListDir,
     Listing,
+    RunHandoff,
     Start,
     Started,
     Welcome,
@@ -64,6 +72,7 @@ START_SECONDS = 60.0  # how long a runner may take to print its run's page
 STOP_SECONDS = 1.5  # how long a runner is given to stop after each signal
 FLUSH_SECONDS = 2.0  # how long a stopping host waits to tell the server its runners exited
 TAIL_LINES = 5  # the runner's last lines of standard error kept for a failure's message
+MAX_RUNS_DEFAULT = 4  # runs a host runs at once unless --max-runs says otherwise
 DESCRIPTION = "Offer agents to start from the web, on this machine."
 
 
@@ -83,6 +92,7 @@ class HostOptions:
     agents: dict[str, list[str]]
     roots: list[str]
     connect_timeout: float = 30.0
+    max_runs: int = MAX_RUNS_DEFAULT
 
 
 class Parser(argparse.ArgumentParser):
@@ -93,14 +103,30 @@ class Parser(argparse.ArgumentParser):
 def parse(argv: list[str], prog: str = "koruweb host") -> HostOptions:
     parser = Parser(prog=prog, description=DESCRIPTION)
     parser.add_argument("--server", required=True, help="ws://HOST:PORT of koruweb")
-    parser.add_argument("--token", required=True, help="a host token of the workspace")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_VARIABLE) or None,
+        help=f"a host token of the workspace (or in ${TOKEN_VARIABLE}, kept out of ps)",
+    )
     parser.add_argument("--agent", action="append", required=True, metavar="NAME=COMMAND")
     parser.add_argument("--root", action="append", required=True, metavar="DIR")
     parser.add_argument("--name", default=socket.gethostname()[:100], help="the host's name")
     parser.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS")
+    parser.add_argument(
+        "--max-runs",
+        type=int,
+        default=MAX_RUNS_DEFAULT,
+        metavar="N",
+        help=f"the most runs this host runs at once (default {MAX_RUNS_DEFAULT}); a start "
+        "beyond them is refused",
+    )
     args = parser.parse_args(argv)
     if not args.server.startswith(("ws://", "wss://")):
         raise Usage(f"--server {args.server!r}: use ws://HOST:PORT or wss://HOST")
+    if not args.token:
+        raise Usage(f"give a host token: ${TOKEN_VARIABLE} (or --token, which ps shows)")
+    if not 1 <= args.max_runs <= MAX_RUNS:
+        raise Usage(f"--max-runs {args.max_runs}: give 1 to {MAX_RUNS}")
     agents: dict[str, list[str]] = {}
     for spec in args.agent:
         name, _, command = spec.partition("=")
@@ -120,7 +146,9 @@ def parse(argv: list[str], prog: str = "koruweb host") -> HostOptions:
         if not os.path.isdir(root):
             raise Usage(f"--root {root!r} is not a directory")
     roots = [os.path.abspath(root) for root in args.root]
-    return HostOptions(args.server, args.token, args.name, agents, roots, args.connect_timeout)
+    return HostOptions(
+        args.server, args.token, args.name, agents, roots, args.connect_timeout, args.max_runs
+    )
 
 
 def absolute(word: str) -> str:
@@ -139,11 +167,20 @@ class Host:
         self.more = asyncio.Event()
         self.welcomed = asyncio.Event()
         self.runners: dict[uuid.UUID, asyncio.subprocess.Process] = {}
+        self.active: set[uuid.UUID] = set()  # starts taken and not yet over (failed or exited)
         self.tasks: set[asyncio.Task[None]] = set()
+        self.instance = uuid.uuid4().hex  # this process: its reconnects are no second host
 
     def hello(self) -> HostHello:
         agents = [HostAgent(name=n, command=shlex.join(c)) for n, c in self.options.agents.items()]
-        return HostHello(name=self.options.name, agents=agents, roots=self.options.roots)
+        return HostHello(
+            name=self.options.name,
+            agents=agents,
+            roots=self.options.roots,
+            instance=self.instance,
+            max_runs=self.options.max_runs,
+            runs=sorted(self.active),
+        )
 
     async def run(self) -> int:
         link = asyncio.create_task(self.link())
@@ -180,13 +217,20 @@ class Host:
 
     def closed(self, code: int | None, reason: str) -> None:
         """The server closed the socket: a refused token, or a hello of another protocol
-        (the reason names the runner to install), stops the host (exit 2); anything else
+        (the reason names the runner to install), stops the host (exit 2); too many of its
+        token's sockets open (``CLOSE_RATE``) waits as long as the reason says; anything else
         reconnects."""
-        if code in (CLOSE_UNAUTHORIZED, CLOSE_FORBIDDEN):
+        if code == CLOSE_UNAUTHORIZED:
             raise Fatal(f"the server refused the host token: {reason or code}") from None
+        if code == CLOSE_FORBIDDEN:
+            raise Fatal(f"the server refused the host: {reason or code}") from None
         if code == CLOSE_UPGRADE:
             said = f"the server does not speak this host's protocol {PROTOCOL_VERSION}"
             raise Fatal(f"{said}: {reason}" if reason else said) from None
+        if code == CLOSE_RATE:
+            wait = retry_after(reason)
+            say(f"the server limits this host ({code}: {reason or 'too many'}); trying again")
+            raise RetryLater(wait or 0.0)
         if self.welcomed.is_set():
             say(f"lost the server ({code or 'no close code'}); reconnecting")
 
@@ -248,28 +292,60 @@ class Host:
         )
 
     async def start(self, frame: Start) -> None:
+        """Start the runner ``frame`` asks for and watch it until it exits; a start this host
+        refuses or cannot carry out is reported at once as a failed ``started``."""
+        if frame.id in self.active:
+            return  # the same start again: the first one is under way
+        if len(self.active) >= self.options.max_runs:
+            error = (
+                f"this host runs {len(self.active)} runs already, its most (--max-runs "
+                f"{self.options.max_runs}); wait for one to end"
+            )
+            self.report(Started(id=frame.id, error=error))
+            return
+        self.active.add(frame.id)
+        try:
+            process = await self.spawn(frame)
+            if process is None:
+                return
+            self.runners[frame.id] = process
+            await self.watch(frame, process)
+        except Exception as fault:  # whatever it was, the server hears of it now
+            running = self.runners.get(frame.id)
+            if running is not None and running.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(running.pid, signal.SIGKILL)
+            self.report(Started(id=frame.id, error=f"the host could not start it: {fault}"[:2000]))
+        finally:
+            self.runners.pop(frame.id, None)
+            self.active.discard(frame.id)
+
+    async def spawn(self, frame: Start) -> asyncio.subprocess.Process | None:
+        """The runner of ``frame``, started and handed its token, chat, prompt and title on its
+        standard input; None (reported) if the host refuses it."""
         command = self.options.agents.get(frame.agent)
         if command is None:
             offered = ", ".join(self.options.agents)
             error = f"this host offers no agent “{frame.agent}”; it offers: {offered}"
             self.report(Started(id=frame.id, error=error))
-            return
+            return None
         try:
             directory = resolve(self.roots, frame.root, frame.path)
         except Outside as outside:
             self.report(Started(id=frame.id, error=str(outside)))
-            return
+            return None
         say(f"starting {frame.agent} in {directory}")
-        argv = [*RUNNER, "--server", self.options.server]
-        argv += ["--allow-web", "--stay", "--cwd", directory]  # the token in its env, not ps
-        argv += [f"--title={frame.title}"] if frame.title else []
-        argv += [f"--prompt={frame.prompt}", "--", *command]
+        argv = [*RUNNER, "--server", self.options.server, "--from-host"]
+        argv += ["--allow-web", "--stay", "--cwd", directory, "--", *command]
+        handoff = RunHandoff(
+            token=frame.token, chat_id=frame.chat_id, prompt=frame.prompt, title=frame.title
+        )
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=directory,
-                env={**os.environ, TOKEN_VARIABLE: frame.token},
-                stdin=asyncio.subprocess.DEVNULL,
+                env={k: v for k, v in os.environ.items() if k != TOKEN_VARIABLE},  # ours
+                stdin=asyncio.subprocess.PIPE,  # the handoff, then closed
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,  # a Ctrl-C at the host's terminal is the host's to pass
@@ -277,12 +353,16 @@ class Host:
             )
         except OSError as error:
             self.report(Started(id=frame.id, error=f"the runner would not start: {error}"))
-            return
-        self.runners[frame.id] = process
+            return None
+        assert process.stdin is not None
         try:
-            await self.watch(frame, process)
+            process.stdin.write(handoff.model_dump_json().encode() + b"\n")
+            await process.stdin.drain()
+        except (OSError, RuntimeError):
+            pass  # the runner died first: its exit code and messages say why (watch)
         finally:
-            self.runners.pop(frame.id, None)
+            process.stdin.close()
+        return process
 
     async def watch(self, frame: Start, process: asyncio.subprocess.Process) -> None:
         """Report the runner's page (its first line) or why it has none, then its exit."""
@@ -350,7 +430,8 @@ def main(argv: list[str], prog: str = "koruweb host") -> int:
     try:
         options = parse(argv, prog)
     except Usage as usage:
-        say(f"{usage}\nusage: {prog} --server URL --token T --agent NAME=COMMAND… --root DIR…")
+        usage_line = f"{prog} --server URL --agent NAME=COMMAND… --root DIR… [--max-runs N]"
+        say(f"{usage}\nusage: {usage_line} (the host token in ${TOKEN_VARIABLE})")
         return 3
 
     async def serve() -> int:

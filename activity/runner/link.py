@@ -8,7 +8,10 @@ carries the chat's secret, so the server gives the chat to this runner only. Aft
 A server that refuses the runner (its token, its chat, or its ``frames.PROTOCOL_VERSION``:
 ``FATAL_CODES``) stops it at once, saying the server's reason: exit code 2, no retry.
 A server whose database or Redis is away closes with ``CLOSE_UNAVAILABLE``: the runner
-reconnects with backoff and resends, for as long as it takes. A server that refuses a frame
+reconnects with backoff and resends, for as long as it takes. A server that limits it (too many
+new chats a minute for its token, too many sockets open: ``CLOSE_RATE``) is waited for: one
+line says so, and the runner says hello again after the wait the reason names (``RetryLater``),
+never less than its backoff. A server that refuses a frame
 closes the socket (``frames.CLOSE_PROTOCOL``,
 ``CLOSE_TOO_LARGE``, ``CLOSE_SERVER_ERROR``, or a server's own 1009 "too big" or 1011). On "too
 large" the runner first cuts the largest frame it sent to half its size; otherwise, or when
@@ -37,6 +40,7 @@ from activity.runner.outbox import Outbox
 from activity.wire.frames import (
     CLOSE_FORBIDDEN,
     CLOSE_PROTOCOL,
+    CLOSE_RATE,
     CLOSE_SERVER_ERROR,
     CLOSE_TOO_LARGE,
     CLOSE_UNAUTHORIZED,
@@ -49,6 +53,7 @@ from activity.wire.frames import (
     WebCancel,
     WebMode,
     WebPromptFrame,
+    retry_after,
     server_frame,
 )
 
@@ -76,6 +81,14 @@ class Refused(Exception):
     """The server refuses the same frame every time it gets it: stop rather than loop."""
 
 
+class RetryLater(Exception):
+    """Raised by a ``closed`` callback: reconnect, but not for ``seconds`` (a rate limit)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self.seconds = seconds
+
+
 def say(text: str) -> None:
     print(f"koruweb: {text}", file=sys.stderr, flush=True)
 
@@ -94,12 +107,14 @@ async def stay_connected(
     (``Link``) and an agent host's (``host.Host``) reconnect alike.
 
     ``closed`` hears each close the server sent (its code, None without one, and reason): it
-    raises to stop, or returns how many failed attempts to back off from (a refused frame:
-    as if it never connected), or None. A server that refuses the socket itself (an HTTP
+    raises to stop, raises ``RetryLater`` to wait at least that long before the next attempt,
+    or returns how many failed attempts to back off from (a refused frame: as if it never
+    connected), or None. A server that refuses the socket itself (an HTTP
     status) raises ``fatal``. Once ``connected_once`` is set, a connection that fails to open
     is said once per loss."""
     attempt = 0
     while True:
+        later = 0.0  # what the server asked the next attempt to wait (RetryLater)
         try:
             async with connect(
                 url,
@@ -112,7 +127,10 @@ async def stay_connected(
                 await session(socket)
         except ConnectionClosed as lost:
             code = lost.rcvd.code if lost.rcvd else None
-            backed_off = closed(code, lost.rcvd.reason if lost.rcvd else "")
+            try:
+                backed_off = closed(code, lost.rcvd.reason if lost.rcvd else "")
+            except RetryLater as asked:
+                backed_off, later = None, asked.seconds
             attempt = attempt if backed_off is None else backed_off
         except InvalidStatus as refused:
             status = refused.response.status_code
@@ -122,7 +140,7 @@ async def stay_connected(
                 say(f"lost the server ({error}); reconnecting")
         attempt += 1
         delay = min(BACKOFF_SECONDS * 2 ** min(attempt, 6), BACKOFF_MAX)
-        await asyncio.sleep(delay * random.uniform(0.7, 1.3))
+        await asyncio.sleep(max(delay * random.uniform(0.7, 1.3), later))
 
 
 class Link:
@@ -167,6 +185,12 @@ class Link:
         off as if the runner never connected."""
         if code in FATAL_CODES:
             raise Fatal(f"{FATAL_CODES[code]}: {reason}" if reason else FATAL_CODES[code]) from None
+        if code == CLOSE_RATE:  # nothing was refused: wait as long as the server asks
+            wait = retry_after(reason)
+            then = f"waiting {wait:g} s" if wait is not None else "backing off"
+            limited = f"the server limits this runner ({code}: {reason or 'too many'})"
+            say(f"{limited}; {then}, then trying again")
+            raise RetryLater(wait or 0.0)
         backed_off = None
         if code in REFUSING and self.refused(code, reason):
             backed_off = self.strikes[1]

@@ -64,6 +64,7 @@ class Options:
     allow_web: bool = False  # take prompts, cancels and mode switches from the web
     web_modes: list[str] = field(default_factory=list)  # the modes the web may switch to
     stay: bool = False  # with prompts: keep serving the web once they have run
+    chat_id: uuid.UUID | None = None  # the run's chat, when a host was told it (else a new one)
 
     @property
     def stays(self) -> bool:
@@ -81,7 +82,7 @@ def page_url(server: str, chat_id: uuid.UUID) -> str:
 class Runner:
     def __init__(self, options: Options) -> None:
         self.options = options
-        self.chat_id = uuid.uuid4()
+        self.chat_id = options.chat_id or uuid.uuid4()
         self.secret = secrets.token_urlsafe(32)  # 256 bits: the chat is this runner's alone
         self.outbox = Outbox()
         self.table = TurnTable(self.outbox, cwd=os.path.abspath(options.cwd))

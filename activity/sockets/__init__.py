@@ -1,7 +1,8 @@
 """The WebSocket side: ``consumers`` (thin relays: the runner's, the host's and the browsers'
 sockets), ``inbox`` (the sockets that tell a person what waits for them), ``pipeline`` (a
 runner's session: hello, batches, heartbeat), ``watchdog`` (ends turns of runners gone too
-long), ``revoke`` (sockets closed the moment access goes), ``origins`` and ``routing``.
+long), ``revoke`` (sockets closed the moment access goes), ``floods`` (what one person or token
+may open, and how fast), ``origins`` and ``routing``.
 
 May import: every part but ``activity.web``.
 """

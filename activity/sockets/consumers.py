@@ -11,6 +11,7 @@ three are a ``Browser``, closed as soon as its person's session or access ends (
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
 import json
 import logging
@@ -19,6 +20,7 @@ from typing import Any, ClassVar, Protocol
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 
 from activity.core import groups
 from activity.live import faults
@@ -27,9 +29,17 @@ from activity.models import AgentToken
 from activity.models.accounts import TokenKind
 from activity.people import access
 from activity.push import broadcast, pushes, watching
-from activity.sockets import revoke
+from activity.sockets import revoke, watchdog
+from activity.sockets.floods import Slot, person_slot, say_once, token_slot, too_many_sockets
 from activity.sockets.pipeline import RunnerSession
-from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_GONE, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
+from activity.wire.frames import (
+    CLOSE_FORBIDDEN,
+    CLOSE_GONE,
+    CLOSE_PROTOCOL,
+    CLOSE_RATE,
+    CLOSE_UNAUTHORIZED,
+    CLOSE_UNAVAILABLE,
+)
 
 log = logging.getLogger(__name__)
 # What a channel layer raises when Redis is away (the in-memory layer raises none of these),
@@ -95,10 +105,19 @@ class TokenRelay[S: Session](Relay):
     is also what the session sends through and the groups it joins. The session's heartbeat
     ends with the consumer, even with one that dies without ``disconnect`` (an exception in
     its loop): a dead runner or host never looks connected
-    (docs/gotchas.md#tasks-outlive-their-socket)."""
+    (docs/gotchas.md#tasks-outlive-their-socket).
+
+    Each socket takes a slot of its token's (``floods.token_slot``: past ``SOCKETS_PER_TOKEN``,
+    or ``HOST_SOCKETS_PER_TOKEN``, it closes with ``CLOSE_RATE``) and must say its hello within
+    ``HELLO_TIMEOUT_SECONDS``: a timer task, cancelled by the first frame (the hello, or what
+    closes the socket as no hello) or the socket's end, closes a silent one with
+    ``CLOSE_PROTOCOL``."""
 
     kind: ClassVar[TokenKind]
     session: S | None = None
+    slot: Slot | None = None
+    waiting: asyncio.Task[None] | None = None  # the hello's deadline
+    late = False  # no hello came in time: the socket is closing, nothing more is taken
 
     @abc.abstractmethod
     def new_session(self, workspace_id: uuid.UUID, token_id: int) -> S:
@@ -110,6 +129,9 @@ class TokenRelay[S: Session](Relay):
         finally:
             if self.session is not None:
                 self.session.end_tasks()
+            self.end_waiting()
+            if self.slot is not None:
+                self.slot.end_tasks()
 
     async def connect(self) -> None:
         await self.accept()  # accept, then close with a code: never an endless retry loop
@@ -119,10 +141,32 @@ class TokenRelay[S: Session](Relay):
             reason = f"a valid {self.kind.value} token is required"
             await self.close(code=CLOSE_UNAUTHORIZED, reason=reason)
             return
+        slot = token_slot(self.kind.value, token.pk)
+        if not await slot.take():
+            reason = too_many_sockets(slot, f"{self.kind.value} token")
+            await self.close(code=CLOSE_RATE, reason=reason)
+            return
+        self.slot = slot
         self.session = self.new_session(token.workspace_id, token.pk)
         await self.session.start()
+        self.waiting = asyncio.get_running_loop().create_task(self.wait_for_hello(slot.whose))
+
+    async def wait_for_hello(self, whose: str) -> None:
+        timeout = float(settings.HELLO_TIMEOUT_SECONDS)
+        await asyncio.sleep(timeout)
+        self.late, self.waiting = True, None
+        say_once("silent", whose, "closed a socket of %s that said no hello in time", whose)
+        await self.close(code=CLOSE_PROTOCOL, reason=f"no hello within {timeout:g} s")
+
+    def end_waiting(self) -> None:
+        waiting, self.waiting = self.waiting, None
+        if waiting is not None and waiting is not asyncio.current_task():
+            waiting.cancel()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.late:
+            return
+        self.end_waiting()  # the hello came (or what came closes the socket as no hello)
         if self.session is not None:
             await self.session.receive(text_data)
 
@@ -130,8 +174,12 @@ class TokenRelay[S: Session](Relay):
         await self.close(code=CLOSE_UNAUTHORIZED, reason=f"the {self.kind.value} token was revoked")
 
     async def disconnect(self, code: int) -> None:
+        self.end_waiting()
         if self.session is not None:
             await self.session.stop()
+        slot, self.slot = self.slot, None
+        if slot is not None:
+            await slot.free()
 
     async def send_text(self, text: str) -> None:
         await self.send(text_data=text)
@@ -162,6 +210,7 @@ class HostConsumer(TokenRelay[HostSession]):
     kind = TokenKind.HOST
 
     def new_session(self, workspace_id: uuid.UUID, token_id: int) -> HostSession:
+        watchdog.ensure_running()  # its runs' tokens are swept (hosts.sweep)
         return HostSession(workspace_id, token_id, self)
 
     async def host_ask(self, event: dict[str, Any]) -> None:
@@ -191,9 +240,14 @@ class Browser(Relay):
     while the session and the access it was opened with last (``revoke.py``). It joins the
     groups that revoke it (``guard``) before it checks its access, so a change made meanwhile
     is heard. Revoked, it sends nothing more, lets go of everything (``let_go``: leaves its
-    groups and lists) and closes with the code that tells its page why."""
+    groups and lists) and closes with the code that tells its page why.
+
+    Each takes a slot of its person's first (``floods.person_slot``): past
+    ``SOCKETS_PER_PERSON`` open at once it closes with ``CLOSE_RATE``; its slot is freed as it
+    lets go."""
 
     guard: revoke.Guard | None = None
+    slot: Slot | None = None
     revoked = False
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -202,11 +256,23 @@ class Browser(Relay):
         finally:
             if self.guard is not None:
                 self.guard.end_tasks()
+            if self.slot is not None:
+                self.slot.end_tasks()
 
-    async def guarded(self, *more: str) -> None:
+    async def guarded(self, *more: str) -> bool:
+        """Take a slot of its person's, then join the groups that revoke it. False when its
+        person has too many sockets open: closed, it does nothing more."""
+        user_id = self.scope["user"].pk
+        slot = person_slot(user_id)
+        if not await slot.take():
+            self.revoked = True  # sends nothing more
+            await self.close(code=CLOSE_RATE, reason=too_many_sockets(slot, "person"))
+            return False
+        self.slot = slot
         key = revoke.session_key(self.scope)
-        self.guard = revoke.Guard(self, key, self.scope["user"].pk, *more)
+        self.guard = revoke.Guard(self, key, user_id, *more)
         await self.guard.start()
+        return True
 
     async def send(
         self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
@@ -227,6 +293,9 @@ class Browser(Relay):
         guard, self.guard = self.guard, None
         if guard is not None:
             await guard.stop()
+        slot, self.slot = self.slot, None
+        if slot is not None:
+            await slot.free()
 
     async def session_ended(self, event: dict[str, Any]) -> None:
         await self.revoke(CLOSE_UNAUTHORIZED, revoke.SIGNED_OUT)
@@ -260,7 +329,8 @@ class ViewerConsumer(Browser):
             await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to watch this chat")
             return
         chat_id = self.scope["url_route"]["kwargs"]["chat_id"]
-        await self.guarded(groups.viewers(chat_id))
+        if not await self.guarded(groups.viewers(chat_id)):
+            return
         workspace_id = await database_sync_to_async(workspace_seen)(user, chat_id)
         if workspace_id is None:
             await self.revoke(CLOSE_FORBIDDEN, "you cannot see this chat")

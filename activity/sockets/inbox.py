@@ -125,7 +125,8 @@ class InboxConsumer(GroupMember):
         if not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to see your inbox")
             return
-        await self.guarded()
+        if not await self.guarded():
+            return
         workspaces = await database_sync_to_async(access.answering_workspaces)(user)
         self.answering = inbox_groups(workspaces)
         await self.join(self.answering)
@@ -207,7 +208,8 @@ class NeedsConsumer(GroupMember):
         if not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHORIZED, reason="log in to see what waits for you")
             return
-        await self.guarded()
+        if not await self.guarded():
+            return
         workspaces = await database_sync_to_async(access.answering_workspaces)(user)
         self.answering = inbox_groups(workspaces)
         await self.join([*self.answering, groups.person(user.pk)])

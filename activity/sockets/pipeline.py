@@ -7,9 +7,12 @@ session does with them, in order:
 1. The first frame is a hello (``frames.Hello``). One of another protocol than
    ``frames.PROTOCOL_VERSION``, or of none, closes with ``CLOSE_UPGRADE`` and a reason that names
    the runner to install. With the runner's secret, the chat is made or found and shown online
-   (``presence.claim``; a wrong or missing secret closes with ``CLOSE_FORBIDDEN`` and changes
-   nothing); this socket becomes the only one in the chat's runner group (answers go only to
-   the runner that proved the chat is its own); the runner is told the highest seq the server
+   (``presence.claim``; a wrong or missing secret, or a run token's hello for another chat than
+   its run's, closes with ``CLOSE_FORBIDDEN`` and changes nothing; a hello that would make a
+   chat past the token's ``AGENT_NEW_CHATS_PER_MINUTE`` closes with ``CLOSE_RATE``,
+   ``floods.py``); this socket becomes the
+   only one in the chat's runner group (answers go only to the runner that proved the chat is
+   its own); the runner is told the highest seq the server
    has (``Ack``) and gets the answers given while it was away (``answers.pending``) and the
    web's messages not yet started (``drive.on_hello``).
 2. Every later frame is parsed and cleaned (``boundary.load``), validated and queued; a frame
@@ -49,10 +52,11 @@ from activity.live.ingest import SERVER_FAULTS, ingest
 from activity.live.work import FrameError
 from activity.models import Chat
 from activity.push import broadcast
-from activity.sockets import watchdog
+from activity.sockets import floods, watchdog
 from activity.wire.frames import (
     CLOSE_FORBIDDEN,
     CLOSE_PROTOCOL,
+    CLOSE_RATE,
     CLOSE_SERVER_ERROR,
     CLOSE_TOO_LARGE,
     CLOSE_UNAVAILABLE,
@@ -110,6 +114,7 @@ def explain(error: ValidationError) -> str:
 class RunnerSession:
     def __init__(self, workspace_id: uuid.UUID, token_id: int, socket: Socket) -> None:
         self.workspace_id = workspace_id
+        self.token_id = token_id  # a run token's hello is for its run's chat alone (claim)
         self.token_group = groups.token(token_id)
         self.socket = socket
         self.chat_id: uuid.UUID | None = None
@@ -170,8 +175,19 @@ class RunnerSession:
             await self.close(CLOSE_FORBIDDEN, "a hello must carry the runner's secret")
             return
         try:
+            wait = await database_sync_to_async(floods.new_chat_wait)(
+                self.token_id, hello.chat_id, hello.acked
+            )
+            if wait is not None:  # a new chat past the token's rate: the runner waits, retries
+                await self.close(CLOSE_RATE, floods.too_many_chats(wait))
+                return
             claimed = await database_sync_to_async(presence.claim)(
-                self.workspace_id, hello.chat_id, self.channel, hello.acked, hello.secret
+                self.workspace_id,
+                hello.chat_id,
+                self.channel,
+                hello.acked,
+                hello.secret,
+                self.token_id,
             )
         except presence.Refused as refused:
             await self.close(CLOSE_FORBIDDEN, str(refused))

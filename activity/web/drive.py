@@ -1,7 +1,8 @@
 """Driving a run from its page: send a message, edit or remove a queued one, cancel the
 running turn, switch the agent's mode (``drive.py``). Every one is a POST (CSRF), for an
 approver or an admin of the chat's workspace (or a superuser); anyone else who can see the
-chat gets 403, anyone who cannot 404, and nothing changes."""
+chat gets 403, anyone who cannot 404, and nothing changes. A queued message is its author's:
+only they edit it, only they or an admin remove it (403 for anyone else)."""
 
 from __future__ import annotations
 
@@ -63,13 +64,17 @@ def send(request: HtmxRequest, chat_id: uuid.UUID) -> HttpResponse:
 @login_required
 def edit(request: HtmxRequest, chat_id: uuid.UUID, prompt_id: uuid.UUID) -> HttpResponse:
     text = request.POST.get("text", "")
-    return act(request, chat_id, lambda chat, user: drive.edit(chat.pk, prompt_id, text))
+    return act(request, chat_id, lambda chat, user: drive.edit(chat.pk, prompt_id, user, text))
 
 
 @require_POST
 @login_required
 def remove(request: HtmxRequest, chat_id: uuid.UUID, prompt_id: uuid.UUID) -> HttpResponse:
-    return act(request, chat_id, lambda chat, user: drive.remove(chat.pk, prompt_id))
+    def remove_it(chat: Chat, user: User) -> drive.Done:
+        manages = access.role_in(user, chat.workspace_id) == Role.ADMIN
+        return drive.remove(chat.pk, prompt_id, user, manages)
+
+    return act(request, chat_id, remove_it)
 
 
 @require_POST

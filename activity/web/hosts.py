@@ -7,7 +7,10 @@ and the browser lands on ``/runs/new/<id>/``, which refreshes itself (a ``<meta>
 no script) until the runner has its chat and then redirects to the run's page.
 
 Only approvers and admins of a workspace start runs on its hosts: anyone else gets a 403, and
-a host of a workspace the person is not in is a 404. Nothing is sent to a host for them.
+a host of a workspace the person is not in is a 404. Nothing is sent to a host for them. One
+person starts at most ``HOST_STARTS_PER_MINUTE`` runs a minute (429 past it); a busy host (its
+runs at its ``--max-runs``) shows "busy (n/n)" and is refused a start (409), and so is a field
+with a NUL, a lone surrogate or too many characters (``hosts.start_run``).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -29,14 +34,13 @@ from django.views.decorators.http import require_GET, require_POST
 from activity.core.refusals import Refusal
 from activity.live import hosts
 from activity.models import Chat
-from activity.models.accounts import AgentHost, HostRun, HostRunStatus, Role
-from activity.people import access
+from activity.models.accounts import RUNNING, AgentHost, HostRun, HostRunStatus, Role
+from activity.people import access, limits
 from activity.web.requests import HtmxRequest
 from activity.wire.hostframes import FIRST_PROMPT_CHARS, Listing
 
 PAGE = "activity/hosts/new_run.html"
 STARTING = "activity/hosts/new_run_starting.html"
-START_WAIT = timedelta(seconds=90)  # a run still not started after this is reported as stuck
 NOT_ALLOWED = (
     "Starting runs takes the approver or admin role in a workspace with an agent host; "
     "you have neither."
@@ -70,7 +74,8 @@ def startable_hosts(user: User) -> list[AgentHost]:
     workspaces = access.answering_workspaces(user)
     if workspaces == []:
         raise Refusal(NOT_ALLOWED, 403)
-    found = AgentHost.objects.online().select_related("workspace")
+    running = Count("runs", filter=Q(runs__status__in=RUNNING))
+    found = AgentHost.objects.online().select_related("workspace").annotate(runs_now=running)
     if workspaces is not None:
         found = found.filter(workspace_id__in=workspaces)
     return list(found.order_by("workspace__name", "name"))
@@ -155,6 +160,13 @@ def start(request: HttpRequest) -> HttpResponse:
     if form.host is None:
         form.error = "Pick a host first."
         return render(request, PAGE, form.context(), status=400)
+    if limits.count(limits.key("host-starts", str(user.pk)), 60) > settings.HOST_STARTS_PER_MINUTE:
+        most = settings.HOST_STARTS_PER_MINUTE
+        form.error = (
+            f"You have started {most} run{'s' if most != 1 else ''} within a minute, the most "
+            "one person may: wait a minute and try again."
+        )
+        return render(request, PAGE, form.context(), status=429)
     try:
         run = hosts.start_run(
             form.host,
@@ -163,7 +175,7 @@ def start(request: HttpRequest) -> HttpResponse:
             form.root,
             form.path,
             form.prompt,
-            form.title.strip()[:200] or None,
+            form.title.strip() or None,
         )
     except hosts.HostError as error:
         form.error = str(error)
@@ -182,17 +194,20 @@ def starting(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     if role not in access.ANSWERING_ROLES:
         refusal = f"You are {role} in {run.host.workspace}: starting runs takes the approver role."
         return render(request, PAGE, {"refusal": refusal}, status=403)
-    if (
-        run.chat_id is not None
+    if (  # the chat the server made for the run, which only the run's token could make
+        run.status == HostRunStatus.STARTED
+        and run.chat_id is not None
         and Chat.objects.filter(pk=run.chat_id, workspace_id=run.host.workspace_id).exists()
     ):
         return redirect("chat", run.chat_id)
     error = run.error
     if run.status == HostRunStatus.STARTING:
+        waited = timedelta(seconds=settings.HOST_START_SECONDS)
         if not run.host.is_online:
             error = f"The host {run.host} went offline before the run started."
-        elif timezone.now() - run.created_at > START_WAIT:
-            error = f"The host {run.host} has not started the run after {START_WAIT.seconds} s."
+        elif timezone.now() - run.created_at > waited:
+            error = f"The host {run.host} has not started the run after {waited.seconds} s."
+            hosts.fail(run, error)  # and its token is revoked
     elif not error:
         error = f"The run is {run.status}, but its page is not there."
     response = render(request, STARTING, {"run": run, "error": error})

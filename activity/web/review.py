@@ -20,10 +20,11 @@ from django.http import (
 )
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods
 
 from activity.models import AgentToken, Chat, InferenceAttempt, ToolActivity
-from activity.people import access
+from activity.people import access, limits
 from activity.push import broadcast
 from activity.review import filters, mentions, reads
 from activity.review.transcript import chat_markdown, interleave
@@ -107,7 +108,8 @@ def tool(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponseRedirect:
 @require_http_methods(["GET", "POST"])
 @login_required
 def comment(request: HtmxRequest, tool_id: uuid.UUID) -> HttpResponse:
-    """POST adds a comment; GET shows the form on a page of its own (see views.answer)."""
+    """POST adds a comment; GET shows the form on a page of its own (see views.answer). Past
+    ``COMMENTS_PER_MINUTE`` of one person's, a comment is refused (429) with the limit."""
     row = get_object_or_404(
         ToolActivity.objects.filter(chat__in=access.visible_chats(request.user)).select_related(
             "chat"
@@ -118,21 +120,33 @@ def comment(request: HtmxRequest, tool_id: uuid.UUID) -> HttpResponse:
         return render(request, "activity/review/comment.html", {"row": row})
     text = (request.POST.get("text") or "").strip()
     if not text:
-        return HttpResponse("Write something first.", status=400)
+        return _refused(request, "Write something first.", 400)
+    if not limits.comment_allowed(request.user.pk):
+        return _refused(request, limits.comment_wait_words(), 429)
     broadcast.announce_sync(mentions.add_comment(row, request.user, text))
     if request.htmx:
         return HttpResponse(status=204)
     return redirect(reverse("chat", args=[row.chat_id]) + f"#{dom.tool(row.pk)}")
 
 
+def _refused(request: HtmxRequest, words: str, status: int) -> HttpResponse:
+    """A refused comment: said in the form's status (htmx), or as plain text."""
+    if request.htmx:
+        return HttpResponse(format_html('<span class="refused">{}</span>', words), status=status)
+    return HttpResponse(words, status=status, content_type="text/plain")
+
+
 def _chat_for_export(request: HttpRequest, chat_id: uuid.UUID) -> Chat | HttpResponse:
-    """The chat, for a logged-in member or a runner token of its workspace."""
+    """The chat, for a logged-in member or a runner token of its workspace (a run token a host
+    was given: of its run's chat alone)."""
     authorization = request.headers.get("Authorization", "")
     if AgentToken.bearer(authorization) is not None:
         found = AgentToken.authenticate(authorization)
         if found is None:
             return JsonResponse({"error": "the token is not valid"}, status=401)
         chat = Chat.objects.filter(pk=chat_id, workspace=found.workspace_id).first()
+        if found.chat_id is not None and found.chat_id != chat_id:
+            chat = None  # a run's token reads its own run's chat alone
     elif request.user.is_authenticated:
         chat = access.visible_chats(request.user).filter(pk=chat_id).first()
     else:

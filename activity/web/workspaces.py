@@ -196,7 +196,7 @@ def page(
         context["new_token"], context["plain_token"] = new_token
         server = f"{scheme}://{request.get_host()}"
         context["command"] = (
-            f"{MANAGE} agent host --server {server} --token {new_token[1]} "
+            f"KORUWEB_TOKEN={new_token[1]} {MANAGE} agent host --server {server} "
             "--agent NAME=COMMAND --root DIR"
             if new_token[0].kind == TokenKind.HOST
             else f"{RUNNER} --server {server} --token {new_token[1]} -- AGENT"

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -44,7 +46,7 @@ CLOSE_REASON_BYTES = 123  # the longest reason a close frame carries (RFC 6455)
 # Close codes of the sockets (docs/protocol.md#close-codes). Daphne can send only 1000 and 3000–4999
 # (docs/gotchas.md#daphne-sends-only-some-close-codes), so every code koruweb uses is a
 # 4xxx, listed here with what the other side does on it.
-CLOSE_PROTOCOL = 4400  # no hello first, or frames were lost: the runner reconnects and resends
+CLOSE_PROTOCOL = 4400  # no hello first (or in time), or frames lost: the runner reconnects, resends
 CLOSE_UNAUTHORIZED = 4401  # no, bad or revoked credentials: the runner stops (exit 2)
 CLOSE_FORBIDDEN = 4403  # not yours (another workspace's chat): the runner stops (exit 2)
 # A browser's socket (revoke.py) closes with 4401 when its session logged out or ended (its page
@@ -55,6 +57,11 @@ CLOSE_TOO_LARGE = 4413  # a frame over MAX_FRAME_BYTES: the runner cuts it to ha
 # A hello of another protocol than ``PROTOCOL_VERSION``, or of none: the runner and the host
 # stop (exit 2) and say the reason, which names the runner to install (``upgrade_reason``).
 CLOSE_UPGRADE = 4426
+# Too many: an agent token's new chats within a minute, or a person's or a token's sockets open
+# at once (activity/sockets/floods.py). The reason says the limit and, when it knows, when to try
+# again ("retry in N s", ``rate_reason``): the runner and the host wait at least that long (the
+# runner: ``retry_after``), then reconnect; nothing it sent was refused, so it is no strike.
+CLOSE_RATE = 4429
 # On 4400, 4413 and 4500 the runner reconnects and resends; the same frame refused on three
 # connections in a row stops it (exit 7).
 CLOSE_SERVER_ERROR = 4500  # the server failed on what it got: reconnect and resend
@@ -313,3 +320,19 @@ def upgrade_reason() -> str:
     reason = f"this koruweb server speaks runner protocol {PROTOCOL_VERSION}; install its runner: "
     reason += install
     return reason.encode()[:CLOSE_REASON_BYTES].decode(errors="ignore")
+
+
+RETRY_AFTER = re.compile(r"retry in (\d{1,9}(?:\.\d{1,9})?) s\b")
+
+
+def rate_reason(limit: str, seconds: float | None = None) -> str:
+    """The reason of a ``CLOSE_RATE``: the limit in words, and when to try again, in whole
+    seconds rounded up (or "later" when nobody knows: a socket's slot frees when one closes)."""
+    when = "later" if seconds is None else f"in {max(0, math.ceil(seconds))} s"
+    return f"{limit}; retry {when}".encode()[:CLOSE_REASON_BYTES].decode(errors="ignore")
+
+
+def retry_after(reason: str) -> float | None:
+    """The seconds a ``CLOSE_RATE``'s reason says to wait before trying again, or None."""
+    found = RETRY_AFTER.search(reason)
+    return float(found.group(1)) if found else None

@@ -2,13 +2,17 @@
 from the web on your own machine). JSON objects, each with a ``type``; every string and list
 is bounded.
 
-Host → server: ``host_hello`` first (its name, the agents it offers, its roots); then a
+Host → server: ``host_hello`` first (its name, the agents it offers, its roots, the most runs it
+runs at once and the runs it runs now); then a
 ``listing`` of a directory it was asked for, ``started`` when a runner it started has its chat
 (or could not start), ``exited`` when that runner ends.
 
 Server → host: ``welcome`` (the hello was taken), ``list`` (one level of ``path`` under
 ``root``), ``start`` (run one of its agents in ``path`` under ``root`` with a first prompt,
-as a runner with the per-run agent ``token``).
+as a runner of chat ``chat_id`` with the per-run agent ``token``, which is good for that chat
+only). The host hands its runner the token, the chat, the prompt and the title as one
+``RunHandoff`` line on the runner's standard input, never on its command line or in its
+environment (docs/protocol.md#the-hosts-socket).
 
 A ``path`` is relative to its ``root`` ("" is the root itself); the host resolves it (symlinks
 too) and refuses whatever is outside its roots. The host runs nothing but the commands it was
@@ -37,8 +41,12 @@ MAX_ENTRIES = 300  # the most entries one listing carries (directories first)
 MAX_AGENTS = 50
 MAX_ROOTS = 50
 PATH_CHARS = 4096  # PATH_MAX on Linux
-FIRST_PROMPT_CHARS = 30_000  # a command-line argument: 4 bytes a character stays under 128 KiB
+FIRST_PROMPT_CHARS = 30_000  # what the New run form takes; the runner reads it on its stdin
+TITLE_CHARS = 200
 TOKEN_CHARS = 200
+MAX_RUNS = 1000  # the most runs a host may run at once (``koruweb host --max-runs``)
+HANDOFF_BYTES = 1024 * 1024  # a runner's first line from its host: a prompt escaped 6 bytes a char
+INSTANCE_CHARS = 64
 
 AgentName = Annotated[
     StrictStr, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -62,13 +70,23 @@ class HostAgent(Strict):
 
 class HostHello(Strict):
     """``protocol``: the host's ``frames.PROTOCOL_VERSION`` (the runner's, which it starts); the
-    server refuses a hello of any other, or of none (``frames.CLOSE_UPGRADE``)."""
+    server refuses a hello of any other, or of none (``frames.CLOSE_UPGRADE``).
+
+    ``instance``: made once per host process, so the server tells the same host reconnecting
+    from a second host of the same name (refused while the first is online). ``max_runs``: the
+    most runs it runs at once (``--max-runs``); it refuses a start beyond them. ``runs``: the
+    ids of the ``start``s it runs now (starting or started): a run the server counts as running
+    and this list leaves out has ended while the host was away, and its token is revoked. None
+    (a host older than these fields): nothing is known, nothing is revoked."""
 
     type: Literal["host_hello"] = "host_hello"
     protocol: StrictInt = PROTOCOL_VERSION
     name: HostName
     agents: Annotated[list[HostAgent], Field(min_length=1, max_length=MAX_AGENTS)]
     roots: Annotated[list[Root], Field(min_length=1, max_length=MAX_ROOTS)]
+    instance: Annotated[StrictStr, Field(min_length=1, max_length=INSTANCE_CHARS)] | None = None
+    max_runs: Annotated[StrictInt, Field(ge=1, le=MAX_RUNS)] | None = None
+    runs: Annotated[list[UUID4], Field(max_length=MAX_RUNS)] | None = None
 
 
 class Entry(Strict):
@@ -123,15 +141,35 @@ class ListDir(Strict):
     path: Path = ""
 
 
+Prompt = Annotated[StrictStr, Field(min_length=1, max_length=FIRST_PROMPT_CHARS)]
+Title = Annotated[StrictStr, Field(max_length=TITLE_CHARS)]
+Token = Annotated[StrictStr, Field(min_length=1, max_length=TOKEN_CHARS)]
+
+
 class Start(Strict):
+    """Start a runner of chat ``chat_id`` (the server makes the id: the run's ``token`` is good
+    for that chat only)."""
+
     type: Literal["start"] = "start"
     id: UUID4
     agent: AgentName
     root: Root
     path: Path = ""
-    prompt: Annotated[StrictStr, Field(min_length=1, max_length=FIRST_PROMPT_CHARS)]
-    title: Annotated[StrictStr, Field(max_length=200)] | None = None
-    token: Annotated[StrictStr, Field(min_length=1, max_length=TOKEN_CHARS)] = Field(repr=False)
+    chat_id: UUID4
+    prompt: Prompt = Field(repr=False)
+    title: Title | None = Field(default=None, repr=False)
+    token: Token = Field(repr=False)
+
+
+class RunHandoff(Strict):
+    """What a host hands the runner it starts, as the first line of the runner's standard input
+    (``koruweb agent --from-host``): nothing of it is on the runner's command line or in its
+    environment, where ``ps`` and ``/proc/<pid>/environ`` would show it."""
+
+    token: Token = Field(repr=False)
+    chat_id: UUID4
+    prompt: Prompt = Field(repr=False)
+    title: Title | None = Field(default=None, repr=False)
 
 
 ServerToHost = Welcome | ListDir | Start

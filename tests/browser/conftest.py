@@ -80,8 +80,10 @@ def module_server(
     django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     """One server for the module (a start costs a second), spawned first so that it boots while
-    the browser launches; always stopped, even after a failure."""
-    running = Server(tmp_path_factory.mktemp("daphne") / "daphne.log")
+    the browser launches; always stopped, even after a failure. Its comments per minute are not
+    limited: its tests' people comment far more (tests/review/test_mentions.py tests the limit)."""
+    unlimited = {"COMMENTS_PER_MINUTE": "1000000"}
+    running = Server(tmp_path_factory.mktemp("daphne") / "daphne.log", env=unlimited)
     try:
         running.spawn()
         yield running

@@ -133,6 +133,11 @@ def queue(page: Page) -> Any:
     return page.locator("#drive .web-prompt")
 
 
+def waiting(page: Page) -> Any:
+    """The messages on their way (the queue also shows the last ones that did not go)."""
+    return page.locator("#drive .web-prompt.queued, #drive .web-prompt.sent")
+
+
 def turns(page: Page) -> Any:
     return page.locator("#turns section.turn")
 
@@ -222,16 +227,60 @@ def test_a_message_sent_during_a_turn_is_queued_editable_removable_and_goes_afte
     expect(first.locator(".web-prompt-text")).to_have_text("Then the docs, briefly")
     expect(first.locator("details.edit")).not_to_have_attribute("open", "")
     queue(page).filter(has_text="And a typo").get_by_role("button", name="Remove").click()
-    expect(queue(page)).to_have_count(1)
+    expect(waiting(page)).to_have_count(1)
+    expect(queue(page).locator(".removed-by")).to_contain_text("removed by bob")
     screenshot(page, "drive-desktop-queued")
     scripted.end(attempt)  # the turn ends: the queued message goes
     heard = scripted.heard("prompt")
     assert heard["text"] == "Then the docs, briefly"
-    expect(queue(page).locator(".badge")).to_have_text("Sent")
+    expect(waiting(page).locator(".badge")).to_have_text("Sent")
     scripted.start(heard)
-    expect(queue(page)).to_have_count(0)
+    expect(waiting(page)).to_have_count(0)
     expect(turns(page)).to_have_count(2)
     assert [p.status for p in WebPrompt.objects.order_by("created_at")] == ["started", "removed"]
+    assert page_errors == []
+
+
+def test_only_its_author_sees_edit_an_admin_may_remove_it_and_the_queue_says_who_did(
+    page: Page, page_errors: list[str], live: Live, new_page: Callable[..., Page], team: Team,
+    runner: Runner, scripted: Scripted,
+):  # fmt: skip
+    """The queue is pushed once for every viewer; each page shows a message's Edit only to its
+    author, and Remove to its author or an admin (the server refuses anyone else anyway)."""
+    approver(page, live, team, runner)  # bob writes the message
+    attempt = scripted.start(prompt="Run the migrations")
+    dave = new_page()  # another approver: may drive the run, not bob's message
+    approver(dave, watch(dave), team, runner, "dave")
+    carol = new_page()  # an admin of the workspace
+    carols_live = watch(carol)
+    sign_in(carol, member(team.workspace, "carol", Role.ADMIN))
+    open_chat(carol, carols_live, runner.chat_id)
+    box(page).fill("Then the docs")
+    page.get_by_role("button", name="Send").click()
+    for person in (page, dave, carol):
+        expect(queue(person).locator(".badge")).to_have_text("Queued")
+    expect(queue(page).get_by_text("Edit")).to_be_visible()  # bob's own
+    expect(queue(page).get_by_role("button", name="Remove")).to_be_visible()
+    expect(queue(dave).get_by_text("Edit")).to_be_hidden()
+    expect(queue(dave).get_by_role("button", name="Remove")).to_be_hidden()
+    expect(queue(carol).get_by_text("Edit")).to_be_hidden()
+    remove = queue(carol).filter(has_text="Then the docs").get_by_role("button", name="Remove")
+    expect(remove).to_be_visible()
+    screenshot(dave, "drive-desktop-others-message")
+    box(dave).fill("And the changelog")  # a push of dave's own message keeps bob's marks
+    dave.get_by_role("button", name="Send").click()
+    daves = queue(dave).filter(has_text="And the changelog")
+    expect(daves.locator(".badge")).to_have_text("Queued")
+    expect(daves.get_by_text("Edit")).to_be_visible()
+    expect(queue(dave).filter(has_text="Then the docs").get_by_text("Edit")).to_be_hidden()
+    remove.click()
+    for person in (page, dave, carol):
+        removed = queue(person).filter(has=person.locator(".badge.removed"))
+        expect(removed.locator(".removed-by")).to_contain_text("removed by carol")
+        expect(removed.locator(".web-prompt-text")).to_have_count(0)
+    screenshot(page, "drive-desktop-removed-by")
+    scripted.end(attempt)
+    assert scripted.heard("prompt")["text"] == "And the changelog"  # bob's never goes
     assert page_errors == []
 
 

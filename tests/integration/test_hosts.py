@@ -1,10 +1,13 @@
 """A real agent host (``manage.py agent host``) against a real server over Redis: it comes
 online, lists directories, refuses what is outside its roots and agents it was not given, and
-starts runs from *New run* whose rows appear."""
+starts runs from *New run* whose rows appear; a flood of starts meets ``--max-runs`` and the
+server's limit per person; nothing a host hands its runners shows in ``/proc``; a killed host's
+run tokens are revoked within the grace."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import http.client
 import re
@@ -79,11 +82,11 @@ def disk(tmp_path: Path) -> Path:
 class HostProcess:
     """``manage.py agent host …`` in a child process; its first line is the workspace page."""
 
-    def __init__(self, words: list[str]) -> None:
+    def __init__(self, words: list[str], **env: str) -> None:
         self.process = subprocess.Popen(
             words,
             cwd=BASE_DIR,
-            env=child_env(KORUWEB_DEMO_FAST="1"),
+            env=child_env(KORUWEB_DEMO_FAST="1", **env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -105,12 +108,16 @@ class HostProcess:
         return self.process.returncode, err
 
 
-def host(server: Server, token: str, root: Path, *agents: str) -> HostProcess:
+def host(
+    server: Server, token: str, root: Path, *agents: str, max_runs: int | None = None
+) -> HostProcess:
+    """A host with its token in ``KORUWEB_TOKEN``, as the README starts one."""
     words = [sys.executable, "manage.py", "agent", "host", "--server", server.ws_url]
-    words += ["--token", token, "--root", str(root), "--name", "build-box"]
+    words += ["--root", str(root), "--name", "build-box"]
+    words += ["--max-runs", str(max_runs)] if max_runs is not None else []
     for agent in agents or (SDK_AGENT,):
         words += ["--agent", agent]
-    return HostProcess(words)
+    return HostProcess(words, KORUWEB_TOKEN=token)
 
 
 class Web:
@@ -200,14 +207,7 @@ def test_a_host_comes_online_lists_a_directory_and_starts_a_run_whose_rows_appea
     assert eventually(lambda: Chat.objects.get(pk=chat_id).allow_web)  # started --allow-web
     run = HostRun.objects.get()
     assert run.token is not None
-    runners = children(running.process.pid)
-    agents = {agent for runner in runners for agent in children(runner)}
-    assert runners and agents, "the host runs the run's runner, which runs its agent"
-    for pid, shown in [(p, ["cmdline"]) for p in runners] + [
-        (p, ["cmdline", "environ"]) for p in agents
-    ]:
-        seen = b"".join(Path(f"/proc/{pid}/{name}").read_bytes() for name in shown)
-        assert run.token.hint.encode() not in seen  # not in ps, nor handed on to the agent
+    nothing_shows(running, [run.token.hint, host_token, "basic"])
     assert run.status == HostRunStatus.STARTED and run.requested_by is not None
     code, err = running.stop()  # its runners stop with it, and it says so
     assert code == 130, err
@@ -216,6 +216,27 @@ def test_a_host_comes_online_lists_a_directory_and_starts_a_run_whose_rows_appea
     )
     assert exited.code is not None and exited.token is not None
     assert exited.token.revoked_at is not None  # the run's token ends with its runner
+
+
+def nothing_shows(running: HostProcess, secrets: list[str]) -> None:
+    """No process the host started (its runners, their agents, theirs) shows any of
+    ``secrets`` in ``/proc/<pid>/cmdline`` or ``environ``: not in ps, not handed on. The
+    host's own command line shows no token either (it is in its environment)."""
+    host_line = Path(f"/proc/{running.process.pid}/cmdline").read_bytes()
+    assert not any(secret.encode() in host_line for secret in secrets[:2])
+    started: set[int] = set()
+    last = children(running.process.pid)
+    while last:
+        started |= last
+        last = {child for pid in last for child in children(pid)} - started
+    runners = children(running.process.pid)
+    assert runners and started - runners, "the host runs the run's runner, which runs its agent"
+    for pid in started:
+        for name in ("cmdline", "environ"):
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                seen = Path(f"/proc/{pid}/{name}").read_bytes()
+                for secret in secrets:
+                    assert secret.encode() not in seen, (pid, name, secret)
 
 
 def ask(channel: str, frame: Start | ListDir) -> dict[str, Any] | None:
@@ -273,7 +294,15 @@ def test_the_host_refuses_a_directory_outside_its_roots_and_an_agent_it_was_not_
         runs[what] = HostRun.objects.create(host=found, agent=agent, token=token)
         ask(
             found.channel,
-            Start(id=runs[what].pk, agent=agent, root=root, path=path, prompt="basic", token=plain),
+            Start(
+                id=runs[what].pk,
+                agent=agent,
+                root=root,
+                path=path,
+                chat_id=uuid.uuid4(),
+                prompt="basic",
+                token=plain,
+            ),
         )
     for what, run in runs.items():
         failed = eventually(functools.partial(refused, run))
@@ -317,15 +346,20 @@ def readme_host_line() -> str:
     text = (BASE_DIR / "README.md").read_text().replace("\\\n", " ")
     lines = [" ".join(line.split()) for line in text.splitlines() if "manage.py agent host" in line]
     assert lines, "README.md shows no `manage.py agent host` line"
-    return next(line for line in lines if line.startswith(".venv/bin/python"))
+    return next(line for line in lines if ".venv/bin/python manage.py" in line)
 
 
 def test_the_readme_host_line_runs_as_written(
     server: Server, acme: Workspace, host_token: str
 ) -> None:
     line = readme_host_line().replace("ws://127.0.0.1:8000", server.ws_url)
-    words = [host_token if w == "HOST_TOKEN" else w for w in shlex.split(line)]
-    running = HostProcess(words)
+    words = [w.replace("HOST_TOKEN", host_token) for w in shlex.split(line)]
+    env = {}
+    while "=" in words[0] and not words[0].startswith("-"):  # NAME=VALUE before the command
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    assert env == {"KORUWEB_TOKEN": host_token}  # the token is not on the command line
+    running = HostProcess(words, **env)
     found = online_host()
     assert found.agent_names == ["demo"] and found.roots == [str(BASE_DIR)]
     assert running.page == f"{server.url}/workspaces/acme/"
@@ -338,3 +372,107 @@ def test_the_readme_host_line_runs_as_written(
     finally:
         code, err = running.stop()
     assert code == 130, err
+
+
+def flood(web: Web, found: AgentHost, root: Path, starts: int) -> list[int]:
+    """``starts`` POSTs to *Start*, as fast as they go: their statuses."""
+    fields = {"host": str(found.pk), "agent": "sdk", "root": str(root), "path": "project"}
+    new_run = f"/runs/new?host={found.pk}"
+    _, page, _ = web.get(new_run)
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert csrf is not None
+    body = urlencode({"csrfmiddlewaretoken": csrf.group(1), **fields, "prompt": "basic"})
+    return [web.request("POST", "/runs/new/start", body)[0] for _ in range(starts)]
+
+
+def test_a_flood_of_starts_meets_max_runs_on_the_server_and_on_the_host_itself(
+    tmp_path: Path, acme: Workspace, host_token: str, disk: Path
+) -> None:
+    lifted = Server(tmp_path / "lifted.log", redis=True, env={"HOST_STARTS_PER_MINUTE": "1000"})
+    lifted.start()
+    try:
+        running = host(lifted, host_token, disk, max_runs=2)
+        found = online_host()
+        assert found.max_runs == 2
+        alice = Web(lifted, person(acme, "alice", Role.APPROVER))
+        statuses = flood(alice, found, disk, 40)
+        assert statuses[:2] == [302, 302] and set(statuses[2:]) == {409}, statuses
+        _, page, _ = alice.get("/runs/new")
+        assert "busy (2/2)" in page
+        eventually(lambda: HostRun.objects.filter(status=HostRunStatus.STARTED).count() == 2, 30)
+        # Past the server's count (a start sent as the server does, 20 times): the host holds.
+        host_token_row = AgentToken.objects.get(kind=TokenKind.HOST)
+        extra = []
+        for n in range(20):
+            token, plain = AgentToken.issue(acme, f"x{n}", TokenKind.AGENT, host_token_row)
+            extra.append(HostRun.objects.create(host=found, agent="sdk", token=token))
+            frame = Start(
+                id=extra[-1].pk,
+                agent="sdk",
+                root=str(disk),
+                path="project",
+                chat_id=uuid.uuid4(),
+                prompt="basic",
+                token=plain,
+            )
+            ask(found.channel, frame)
+        for run in extra:
+            failed = eventually(functools.partial(refused, run))
+            assert "--max-runs 2" in failed.error, failed.error
+            assert failed.token is not None and failed.token.revoked_at is not None
+        assert len(children(running.process.pid)) == 2  # two runners, never more
+        code, err = running.stop()
+        assert code == 130, err
+    finally:
+        lifted.stop()
+
+
+def test_a_flood_of_starts_past_the_limit_per_person_is_refused_with_429(
+    tmp_path: Path, acme: Workspace, host_token: str, disk: Path
+) -> None:
+    limited = Server(tmp_path / "limited.log", redis=True, env={"HOST_STARTS_PER_MINUTE": "3"})
+    limited.start()
+    try:
+        running = host(limited, host_token, disk, max_runs=10)
+        found = online_host()
+        alice = Web(limited, person(acme, "alice", Role.APPROVER))
+        statuses = flood(alice, found, disk, 30)
+        assert statuses[:3] == [302] * 3 and set(statuses[3:]) == {429}, statuses
+        fields = {"host": str(found.pk), "agent": "sdk", "root": str(disk), "prompt": "basic"}
+        status, said, _ = alice.post("/runs/new/start", f"/runs/new?host={found.pk}", fields)
+        assert status == 429 and "started 3 runs within a minute" in said
+        assert HostRun.objects.count() == 3
+        code, err = running.stop()
+        assert code == 130, err
+    finally:
+        limited.stop()
+
+
+def test_a_killed_hosts_run_tokens_are_revoked_within_the_grace(
+    tmp_path: Path, acme: Workspace, host_token: str, disk: Path
+) -> None:
+    brief = Server(tmp_path / "brief.log", redis=True, grace=1)
+    brief.start()
+    try:
+        running = host(brief, host_token, disk)
+        found = online_host()
+        alice = Web(brief, person(acme, "alice", Role.APPROVER))
+        assert flood(alice, found, disk, 1) == [302]
+        run = eventually(
+            lambda: (
+                HostRun.objects.filter(status=HostRunStatus.STARTED).select_related("token").first()
+            ),
+            within=30,
+        )
+        assert run.token is not None and run.token.revoked_at is None and run.chat_id is not None
+        chat_id, token_id = run.chat_id, run.token.pk
+        eventually(lambda: Chat.objects.filter(pk=chat_id, runner_connected=True).exists())
+        running.process.kill()  # no Ctrl-C, no exited: its runners die with it
+        running.process.wait(10)
+        revoked = eventually(
+            lambda: AgentToken.objects.filter(pk=token_id, revoked_at__isnull=False).first(),
+            within=15,
+        )
+        assert revoked.revoked_at is not None
+    finally:
+        brief.stop()

@@ -6,20 +6,27 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from activity.live import drive
-from activity.models import Chat, InferenceAttempt, WebPrompt
+from activity.models import Chat, InferenceAttempt, Role, WebPrompt, Workspace
 from activity.push import pushes
 from activity.sockets import pipeline
 from activity.wire.frames import WEB_PROMPT_CHARS
 from tests import frames
+from tests.members import logged_in, member
 from tests.sockets.test_pipeline import (  # noqa: F401  (fixtures: the channel layer flushed, a token)
     FakeSocket,
     close_connections,
@@ -562,4 +569,195 @@ async def test_a_message_that_can_no_longer_go_keeps_only_its_mask(
     ]
     shown = await page(as_approver, run)
     assert "The runner refused it: the agent is busy" in shown and GITHUB_TOKEN not in shown
+    await run.runner.stop()
+
+
+# --- A message is its author's; limits that say what they are (issue 25) ----------------------
+
+
+async def another_approver(acme: Workspace) -> Client:
+    """dave, a second approver of Acme: he may drive the run, but alice's messages are hers."""
+    dave = await database_sync_to_async(member)(acme, "dave", Role.APPROVER)
+    return await sync_to_async(logged_in)(dave)
+
+
+async def test_another_members_edit_of_my_queued_message_is_refused_and_the_agent_gets_my_text(
+    token,  # noqa: F811
+    acme,
+    as_approver,
+    as_admin,
+):
+    run = await connect(token)
+    attempt = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, attempt, uuid.uuid4()))
+    await post(as_approver, run.url("messages"), text="Only touch docs/")
+    [mine] = await run.prompts()
+    dave = await another_approver(acme)
+    for someone in (dave, as_admin):  # an admin may remove it, but not put words in alice's name
+        refused = await post(someone, run.url(f"messages/{mine.pk}/edit"), text="rm -rf /")
+        assert refused.status_code == 403
+        assert "This message is alice&#x27;s: only its author may edit it." in str(
+            refused.content.decode()
+        )
+    [still] = await run.prompts()
+    assert still.text == "Only touch docs/" and still.author_id == mine.author_id
+    await run.say(lambda seq: frames.turn_ended(seq, attempt))
+    assert [f["text"] for f in await run.reached("prompt")] == ["Only touch docs/"]
+    assert [f["by"] for f in await run.reached("prompt")] == ["alice"]
+    turn = uuid.uuid4()
+    await run.say(lambda seq: web_turn(seq, turn, still))
+    started = await database_sync_to_async(InferenceAttempt.objects.get)(pk=turn)
+    assert started.sent_by_id == mine.author_id  # the turn names who wrote what it ran
+    await run.runner.stop()
+
+
+async def test_another_member_cannot_remove_my_message_but_an_admin_can_and_the_queue_says_who(
+    token,  # noqa: F811
+    acme,
+    acme_admin,
+    as_approver,
+    as_admin,
+    as_viewer,
+):
+    run = await connect(token)
+    attempt = uuid.uuid4()
+    await run.say(lambda seq: frames.turn_started(seq, attempt, uuid.uuid4()))
+    await post(as_approver, run.url("messages"), text="Deploy to production")
+    [message] = await run.prompts()
+    dave = await another_approver(acme)
+    refused = await post(dave, run.url(f"messages/{message.pk}/remove"))
+    assert refused.status_code == 403
+    assert "only its author or an admin of this workspace may remove it" in str(
+        refused.content.decode()
+    )
+    assert [p.status for p in await run.prompts()] == ["queued"]
+    removed = await post(as_admin, run.url(f"messages/{message.pk}/remove"))
+    assert removed.status_code == 200
+    [gone] = await run.prompts()
+    assert gone.status == "removed" and gone.removed_by_id == acme_admin.pk
+    assert gone.removed_at is not None
+    shown = await page(as_viewer, run)  # what every member sees in the queue
+    assert "removed by <bdi>carol</bdi>" in shown and "Deploy to production" not in shown
+    await run.say(lambda seq: frames.turn_ended(seq, attempt))
+    assert await run.reached("prompt") == []  # removed: it never goes
+    await run.runner.stop()
+
+
+async def test_the_queue_marks_each_message_with_its_author_for_the_page_to_show_edit_to_them(
+    token,  # noqa: F811
+    acme_approver,
+    as_approver,
+    as_admin,
+):
+    run = await connect(token)
+    await run.say(lambda seq: frames.turn_started(seq, uuid.uuid4(), uuid.uuid4()))
+    await post(as_approver, run.url("messages"), text="Mine")
+    shown = await page(as_admin, run)
+    assert f'data-author="{acme_approver.pk}"' in shown  # one markup for every viewer
+    assert 'data-manages="true"' in shown and 'data-me="' in shown
+    assert 'data-manages="false"' in await page(as_approver, run)
+    await run.runner.stop()
+
+
+async def test_the_queue_shows_the_last_messages_that_did_not_go_and_counts_the_older_ones(
+    token,  # noqa: F811
+    acme_approver,
+    acme_admin,
+    as_approver,
+):
+    run = await connect(token)
+    await run.say(lambda seq: frames.turn_started(seq, uuid.uuid4(), uuid.uuid4()))
+
+    def history() -> None:
+        WebPrompt.objects.bulk_create(
+            WebPrompt(
+                chat_id=run.chat_id,
+                author=acme_approver,
+                text=f"old {n}",
+                status="removed",
+                removed_by=acme_admin,
+                created_at=timezone.now() - timedelta(minutes=100 - n),
+            )
+            for n in range(WebPrompt.HISTORY_SHOWN + 7)
+        )
+
+    await database_sync_to_async(history)()
+    await post(as_approver, run.url("messages"), text="Waiting")
+    shown = await page(as_approver, run)
+    assert shown.count("removed by <bdi>carol</bdi>") == WebPrompt.HISTORY_SHOWN
+    assert "7 earlier messages that did not go (refused or removed) not shown" in shown
+    assert "Waiting" in shown
+    await run.runner.stop()
+
+
+def queued_by(chat_id: uuid.UUID, author: User | None, count: int) -> None:
+    WebPrompt.objects.bulk_create(
+        WebPrompt(chat_id=chat_id, author=author, text=f"queued {n}") for n in range(count)
+    )
+
+
+def post_counting_queries(client: Client, url: str, text: str) -> int:
+    with CaptureQueriesContext(connection) as made:
+        response = client.post(url, {"text": text}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200, response.content
+    assert "Queued" in response.content.decode()
+    return len(made.captured_queries)
+
+
+async def test_with_the_queue_limit_at_1000_post_1000_makes_as_many_queries_as_post_1(
+    token,  # noqa: F811
+    acme_approver,
+    acme_admin,
+    as_approver,
+    settings,
+):
+    settings.DRIVE_QUEUE_PER_RUN = settings.DRIVE_QUEUE_PER_PERSON = 1_000
+    run = await connect(token)
+    await run.say(lambda seq: frames.turn_started(seq, uuid.uuid4(), uuid.uuid4()))
+
+    def removed(count: int) -> None:
+        WebPrompt.objects.bulk_create(
+            WebPrompt(chat_id=run.chat_id, author=acme_approver, text="gone", status="removed")
+            for _ in range(count)
+        )
+
+    await database_sync_to_async(removed)(WebPrompt.HISTORY_SHOWN + 1)  # some history already
+    first = await sync_to_async(post_counting_queries)(as_approver, run.url("messages"), "post 1")
+    await database_sync_to_async(queued_by)(run.chat_id, acme_approver, 998)
+    await database_sync_to_async(removed)(5_000)  # and much more that never went
+    last = await sync_to_async(post_counting_queries)(as_approver, run.url("messages"), "post 1000")
+    assert last == first
+    assert len(await run.prompts()) == 1_000 + 5_000 + WebPrompt.HISTORY_SHOWN + 1
+    refused = await post(as_approver, run.url("messages"), text="post 1001")
+    assert refused.status_code == 409 and "already has 1,000 messages waiting" in str(
+        refused.content.decode()
+    )
+    await run.runner.stop()
+
+
+async def test_at_the_default_limits_the_message_past_them_is_refused_and_says_the_limit(
+    token,  # noqa: F811
+    acme_approver,
+    as_approver,
+    as_admin,
+):
+    assert (settings.DRIVE_QUEUE_PER_RUN, settings.DRIVE_QUEUE_PER_PERSON) == (20, 5)
+    run = await connect(token)
+    await run.say(lambda seq: frames.turn_started(seq, uuid.uuid4(), uuid.uuid4()))
+    for n in range(5):
+        assert (await post(as_approver, run.url("messages"), text=f"mine {n}")).status_code == 200
+    sixth = await post(as_approver, run.url("messages"), text="one more of mine")
+    assert sixth.status_code == 409
+    assert (
+        "You already have 5 messages waiting in this run, the most one person may: wait until "
+        "the agent has taken one, or remove one."
+    ) in sixth.content.decode()
+    await database_sync_to_async(queued_by)(run.chat_id, None, 15)  # others' (former members')
+    full = await post(as_admin, run.url("messages"), text="the 21st")
+    assert full.status_code == 409
+    assert (
+        "This run already has 20 messages waiting, the most it holds: wait until the agent has "
+        "taken some."
+    ) in full.content.decode()
+    assert len(await run.prompts()) == 20 and await run.reached("prompt") == []
     await run.runner.stop()

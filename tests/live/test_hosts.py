@@ -1,12 +1,16 @@
 """Agent hosts on the server: host and agent tokens on their sockets, revocation, the host's
-heartbeat, and *New run* (who may, CSRF, what is sent, what is refused in words). The host's own
-side is tests/runner/test_host.py."""
+heartbeat, and *New run* (who may, CSRF, what is sent, what is refused in words); run tokens
+scoped to their run's chat and revoked when the run ends however it ends; a busy host, a second
+host of the same name, a host naming a chat it did not start. The host's own side is
+tests/runner/test_host.py."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
 import uuid
+from datetime import timedelta
+from typing import Any
 from unittest.mock import ANY
 
 import pytest
@@ -19,11 +23,13 @@ from django.db import connections
 from django.test import AsyncClient, Client
 from django.utils import timezone
 
-from activity.models import Workspace
+from activity.live import hosts, presence
+from activity.models import Chat, Workspace
 from activity.models.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
-from activity.wire.frames import CLOSE_UPGRADE, PROTOCOL_VERSION
+from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_UPGRADE, PROTOCOL_VERSION
 from activity.wire.hostframes import Start, Started
 from koruweb.asgi import application
+from tests import frames
 
 FAKE_CHANNEL = "specific.test!host"
 ROOT = "/srv/projects"
@@ -226,6 +232,7 @@ def test_an_approver_starts_a_run_with_a_token_of_its_own_and_waits_for_it(
     )
     token = AgentToken.find(frame.token)  # an agent token: it writes the run's chat
     assert token is not None and token.issued_by_id == online_host.token_id
+    assert token.chat_id == frame.chat_id == run.chat_id  # and that chat alone
     assert token.pk != online_host.token_id
     page = as_approver.get(f"/runs/new/{run.pk}/").content.decode()
     assert 'id="starting"' in page and 'http-equiv="refresh"' in page
@@ -370,4 +377,243 @@ async def test_the_hosts_heartbeat_ends_with_its_consumer_even_one_that_dies_wit
         await consumer({"type": "websocket"}, None, None)
     await asyncio.sleep(0)
     assert session.heartbeat.cancelled()
+    await database_sync_to_async(connections.close_all)()
+
+
+# --- run tokens: their run's chat alone, revoked when the run ends ------------------------------
+
+
+def starts_sent() -> list[dict]:
+    """The ``start`` frames sent to the fake host (not the listings a page asked for)."""
+    return [asked for asked in sent_to_host() if '"type":"start"' in asked["text"]]
+
+
+def started_run(host: AgentHost, client: Client, **fields: str) -> tuple[HostRun, Start]:
+    """A run *New run* asked ``host`` to start, and the ``start`` frame the host got."""
+    response = client.post("/runs/new/start", start_post(host, **fields))
+    assert response.status_code == 302, response.content.decode()[:500]
+    [asked] = starts_sent()
+    frame = Start.model_validate_json(asked["text"])
+    return HostRun.objects.get(pk=frame.id), frame
+
+
+async def runner_closed_with(token: str, chat_id: uuid.UUID, acked: int = 0) -> dict[str, Any]:
+    socket = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())]
+    )
+    assert (await socket.connect())[0]
+    await socket.send_json_to(frames.hello(chat_id, acked))
+    said: dict[str, Any] = await socket.receive_output(timeout=5)
+    await socket.disconnect()
+    return said
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_token_is_refused_on_another_chat_and_on_a_new_chat_and_taken_on_its_own(
+    online_host, acme_approver, acme
+):
+    client = Client()
+    await database_sync_to_async(client.force_login)(acme_approver)
+    run, frame = await database_sync_to_async(started_run)(online_host, client)
+    other = await database_sync_to_async(make_chat)(acme)
+    for chat_id, acked in ((other, 1), (uuid.uuid4(), 0)):
+        said = await runner_closed_with(frame.token, chat_id, acked)
+        assert said["type"] == "websocket.close" and said["code"] == CLOSE_FORBIDDEN, said
+        assert "its own run's chat only" in said["reason"]
+    assert await Chat.objects.acount() == 1  # no new chat was made
+    said = await runner_closed_with(frame.token, frame.chat_id)
+    assert said["type"] == "websocket.send", said  # its ack: the run's own chat is made
+    assert await Chat.objects.filter(pk=frame.chat_id, workspace=acme).aexists()
+    await database_sync_to_async(connections.close_all)()
+
+
+def make_chat(workspace: Workspace) -> uuid.UUID:
+    chat_id = uuid.uuid4()
+    presence.claim(workspace.pk, chat_id, "specific.test!other", 0, frames.secret_of(chat_id))
+    return chat_id
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_token_exports_its_own_run_and_no_other_chat(online_host, as_approver, acme):
+    run, frame = started_run(online_host, as_approver)
+    other = make_chat(acme)
+    presence.claim(acme.pk, frame.chat_id, "specific.test!run", 0, frames.secret_of(frame.chat_id))
+    reader = Client(headers={"authorization": f"Bearer {frame.token}"})
+    assert reader.get(f"/api/chats/{other}/tool-activity").status_code == 404
+    assert reader.get(f"/api/chats/{frame.chat_id}/tool-activity").status_code == 200
+    workspace_token = AgentToken.issue(acme, "laptop")[1]  # a token of the workspace's page
+    everyone = Client(headers={"authorization": f"Bearer {workspace_token}"})
+    assert everyone.get(f"/api/chats/{other}/tool-activity").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_host_naming_a_chat_it_did_not_start_is_refused_and_the_page_goes_nowhere(
+    online_host, as_approver, acme
+):
+    run, _ = started_run(online_host, as_approver)
+    other = make_chat(acme)
+    hosts.started(online_host.pk, Started(id=run.pk, chat_url=f"http://x/chats/{other}/"))
+    run.refresh_from_db()
+    assert run.status == HostRunStatus.FAILED and "not this run's" in run.error
+    assert run.token is not None and run.token.revoked_at is not None
+    page = as_approver.get(f"/runs/new/{run.pk}/")
+    assert page.status_code == 200 and str(other) not in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("field", ["agent", "root", "path", "prompt", "title"])
+def test_a_nul_in_any_start_field_is_refused_in_words_and_nothing_is_sent(
+    online_host, as_approver, field
+):
+    values = start_post(online_host, title="Tidy")
+    values[field] = values[field][:2] + "\x00" + values[field][2:]
+    response = as_approver.post("/runs/new/start", values)
+    said = response.content.decode()
+    assert response.status_code in (404, 409), said[:300]
+    if response.status_code == 409:
+        assert "NUL" in said or "offers no agent" in said or "not one of the" in said
+    assert sent_to_host() == [] and not HostRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("prompt", "a\x00b", "The first prompt holds a NUL"),
+        ("title", "a\x00b", "The title holds a NUL"),
+        ("path", "app\x00", "The directory holds a NUL"),
+        ("prompt", "half \ud800 of a pair", "lone surrogate"),
+        ("title", "half \udfff", "lone surrogate"),
+        ("title", "t" * 201, "The title is at most 200 characters"),
+        ("prompt", "p" * 30_001, "at most 30,000 characters"),
+        ("path", "p" * 4097, "at most 4,096 characters"),
+    ],
+)
+def test_what_no_host_could_take_is_refused_before_it_is_sent(
+    online_host, acme_approver, field, value, said
+):
+    asked: dict[str, Any] = {"agent": "sdk", "root": ROOT, "path": "app", "prompt": "basic"}
+    asked[field] = value
+    with pytest.raises(hosts.HostError, match=said):
+        hosts.start_run(online_host, acme_approver, **asked)
+    assert sent_to_host() == [] and not HostRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_busy_host_shows_busy_and_is_refused_a_start(online_host, as_approver):
+    AgentHost.objects.filter(pk=online_host.pk).update(max_runs=2)
+    started_run(online_host, as_approver)
+    page = as_approver.get("/runs/new").content.decode()
+    assert f'id="busy-{online_host.pk}"' not in page and "1/2 runs" in page
+    started_run(online_host, as_approver)
+    page = as_approver.get("/runs/new").content.decode()
+    assert f'id="busy-{online_host.pk}"' in page and "busy (2/2)" in page
+    response = as_approver.post("/runs/new/start", start_post(online_host))
+    assert response.status_code == 409 and "is busy (2/2 runs)" in response.content.decode()
+    assert starts_sent() == [] and HostRun.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_starts_past_the_limit_per_person_per_minute_are_refused_with_429(
+    online_host, as_approver, settings
+):
+    settings.HOST_STARTS_PER_MINUTE = 2
+    for _ in range(2):
+        started_run(online_host, as_approver)
+    response = as_approver.post("/runs/new/start", start_post(online_host))
+    assert response.status_code == 429
+    assert "started 2 runs within a minute" in response.content.decode()
+    assert sent_to_host() == [] and HostRun.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_stuck_starting_fails_and_its_token_is_revoked_by_the_sweep(
+    online_host, as_approver, settings
+):
+    settings.HOST_START_SECONDS = 1
+    run, _ = started_run(online_host, as_approver)
+    assert hosts.sweep() == []  # not stuck yet
+    later = timezone.now() + timedelta(seconds=2)
+    assert hosts.sweep(later) == [run.token_id]
+    run.refresh_from_db()
+    assert run.status == HostRunStatus.FAILED and "did not start it within 1 s" in run.error
+    assert run.token is not None and run.token.revoked_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_runner_is_gone_past_the_grace_loses_its_token_and_not_before(
+    online_host, as_approver, acme, settings
+):
+    settings.RUNNER_GRACE_SECONDS = 1
+    run, frame = started_run(online_host, as_approver)
+    channel = "specific.test!run"
+    presence.claim(acme.pk, frame.chat_id, channel, 0, frames.secret_of(frame.chat_id))
+    hosts.started(online_host.pk, Started(id=run.pk, chat_url=f"http://x/chats/{frame.chat_id}/"))
+    later = timezone.now() + timedelta(seconds=5)
+    assert hosts.sweep(later) == []  # its runner is connected
+    presence.disconnect(frame.chat_id, channel)
+    assert hosts.sweep() == []  # gone, but within the grace (a blip, a server restart)
+    assert hosts.sweep(later) == [run.token_id]
+    run.refresh_from_db()
+    assert run.status == HostRunStatus.EXITED
+    assert run.token is not None and run.token.revoked_at is not None
+
+
+# --- the host's hello: one host per name, its runs reconciled ------------------------------------
+
+
+async def hello_from(token: str, **more: object) -> WebsocketCommunicator:
+    socket = WebsocketCommunicator(
+        application, "/ws/host/", headers=[(b"authorization", f"Bearer {token}".encode())]
+    )
+    assert (await socket.connect())[0]
+    await socket.send_json_to({**HELLO, **more})
+    return socket
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_second_live_host_of_the_same_name_is_refused_and_the_same_host_comes_back(
+    tokens, acme
+):
+    first = await hello_from(tokens["host"], instance="first")
+    assert (await first.receive_json_from(timeout=5))["type"] == "welcome"
+    _, other_token = await database_sync_to_async(AgentToken.issue)(acme, "ci", TokenKind.HOST)
+    for token, instance in ((other_token, "second"), (tokens["host"], "second")):
+        second = await hello_from(token, instance=instance)
+        closed = await second.receive_output(timeout=5)
+        assert closed["type"] == "websocket.close" and closed["code"] == CLOSE_FORBIDDEN
+        assert "a host named build-box is online in this workspace already" in closed["reason"]
+    again = await hello_from(tokens["host"], instance="first")  # its reconnect, the old socket up
+    assert (await again.receive_json_from(timeout=5))["type"] == "welcome"
+    host = await AgentHost.objects.aget(name="build-box")
+    assert host.channel != "" and await AgentHost.objects.acount() == 1
+    await first.disconnect()
+    await again.disconnect()
+    await database_sync_to_async(connections.close_all)()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_host_that_reconnects_without_a_run_has_that_runs_token_revoked(tokens, acme):
+    socket = await hello_from(tokens["host"], instance="one", runs=[])
+    assert (await socket.receive_json_from(timeout=5))["type"] == "welcome"
+    host = await AgentHost.objects.aget(name="build-box")
+    host_token = await AgentToken.objects.aget(kind=TokenKind.HOST)
+
+    def runs() -> tuple[HostRun, HostRun]:
+        made = []
+        for status in (HostRunStatus.STARTED, HostRunStatus.STARTED):
+            token, _ = AgentToken.issue(acme, "run", TokenKind.AGENT, host_token, uuid.uuid4())
+            made.append(HostRun.objects.create(host=host, agent="sdk", token=token, status=status))
+        return made[0], made[1]
+
+    kept, ended = await database_sync_to_async(runs)()
+    await socket.disconnect()
+    socket = await hello_from(tokens["host"], instance="one", runs=[str(kept.pk)])
+    assert (await socket.receive_json_from(timeout=5))["type"] == "welcome"
+    kept_token = await AgentToken.objects.aget(pk=kept.token_id)
+    ended_token = await AgentToken.objects.aget(pk=ended.token_id)
+    assert kept_token.revoked_at is None and ended_token.revoked_at is not None
+    assert (await HostRun.objects.aget(pk=ended.pk)).status == HostRunStatus.EXITED
+    assert (await HostRun.objects.aget(pk=kept.pk)).status == HostRunStatus.STARTED
+    await socket.disconnect()
     await database_sync_to_async(connections.close_all)()

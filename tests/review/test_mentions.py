@@ -224,8 +224,9 @@ def test_a_link_from_another_site_goes_to_the_call_but_leaves_the_mention_waitin
 
 
 def test_an_inbox_with_more_mentions_than_it_lists_says_how_many_wait(
-    acme, acme_approver, acme_viewer
+    acme, acme_approver, acme_viewer, settings
 ):
+    settings.COMMENTS_PER_MINUTE = mentions.INBOX_MENTIONS + 2  # one person writes them all
     row = a_call(acme)
     for n in range(mentions.INBOX_MENTIONS + 2):
         comment(acme_viewer, row, f"@alice look ({n})")
@@ -233,3 +234,21 @@ def test_an_inbox_with_more_mentions_than_it_lists_says_how_many_wait(
     assert page.count('class="inbox-item mention-item"') == mentions.INBOX_MENTIONS
     assert f"The {mentions.INBOX_MENTIONS} newest of {mentions.INBOX_MENTIONS + 2}" in page
     assert f"({mentions.INBOX_MENTIONS + 2}) Inbox" in page  # the count is all of them
+
+
+def test_the_31st_comment_in_a_minute_is_refused_with_429_and_says_why(
+    acme, acme_approver, acme_viewer
+):
+    row = a_call(acme)
+    assert [comment(acme_viewer, row, f"look ({n})") for n in range(30)] == [204] * 30
+    bob = logged_in(acme_viewer)
+    refused = bob.post(f"/tools/{row.pk}/comments", {"text": "one more"}, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 429
+    assert (
+        "You have written 30 comments within a minute, the most one person may: wait a minute "
+        "and try again."
+    ) in refused.content.decode()
+    plain = bob.post(f"/tools/{row.pk}/comments", {"text": "without htmx"})
+    assert plain.status_code == 429 and plain["Content-Type"].startswith("text/plain")
+    assert Comment.objects.filter(tool=row).count() == 30
+    assert comment(acme_approver, row, "someone else still may") == 204  # counted per person

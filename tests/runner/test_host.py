@@ -1,19 +1,26 @@
 """An agent host's side: the directories it offers (real temp dirs and symlinks), what it
-refuses to start, and the bounds of what it sends."""
+refuses to start (past ``--max-runs`` too), how it hands a runner its token, chat, prompt and
+title (on standard input: nothing of them on a command line or in an environment), and the
+bounds of what it sends."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from activity.runner import cli
 from activity.runner import host as host_process
 from activity.runner.hostdirs import Outside, listing, real_roots, resolve
-from activity.wire.frames import PROTOCOL_VERSION
-from activity.wire.hostframes import MAX_ENTRIES, HostHello, Listing, Start, Started
+from activity.runner.link import TOKEN_VARIABLE, RetryLater
+from activity.wire.frames import CLOSE_RATE, PROTOCOL_VERSION, rate_reason
+from activity.wire.hostframes import MAX_ENTRIES, HostHello, Listing, RunHandoff, Start, Started
 
 ROOT = "/srv/projects"
 HELLO = {
@@ -105,15 +112,40 @@ def test_a_listing_is_bounded_and_counts_what_it_left_out(tmp_path):
 # --- the host process refuses what it was not given -------------------------------------------
 
 
-def host_with(roots: list[str]) -> host_process.Host:
+def host_with(roots: list[str], max_runs: int = 4) -> host_process.Host:
     options = host_process.HostOptions(
-        server="ws://127.0.0.1:1", token="t", name="box", agents={"sdk": ["true"]}, roots=roots
+        server="ws://127.0.0.1:1",
+        token="t",
+        name="box",
+        agents={"sdk": ["true"]},
+        roots=roots,
+        max_runs=max_runs,
     )
     return host_process.Host(options)
 
 
-def start_frame(agent: str, root: str, path: str = "") -> Start:
-    return Start(id=uuid.uuid4(), agent=agent, root=root, path=path, prompt="basic", token="t")
+def start_frame(
+    agent: str,
+    root: str,
+    path: str = "",
+    prompt: str = "basic",
+    title: str | None = None,
+    token: str = "t",
+) -> Start:
+    return Start(
+        id=uuid.uuid4(),
+        agent=agent,
+        root=root,
+        path=path,
+        chat_id=uuid.uuid4(),
+        prompt=prompt,
+        title=title,
+        token=token,
+    )
+
+
+def reported(host: host_process.Host) -> list[Started]:
+    return [Started.model_validate_json(text) for text in host.outbox if '"started"' in text]
 
 
 async def test_the_host_refuses_an_agent_it_was_not_given_and_starts_nothing(tmp_path):
@@ -152,3 +184,149 @@ def test_every_string_and_list_a_host_sends_is_bounded():
         HostHello.model_validate({**HELLO, "agents": [{"name": "rm -rf /", "command": "x"}]})
     with pytest.raises(ValidationError):
         HostHello.model_validate({**HELLO, "roots": []})
+
+
+async def test_a_start_beyond_max_runs_is_refused_back_as_a_failed_start(tmp_path):
+    host = host_with([str(tmp_path)], max_runs=2)
+    host.active |= {uuid.uuid4(), uuid.uuid4()}  # two runs under way
+    frame = start_frame("sdk", str(tmp_path))
+    await host.start(frame)
+    [refused] = reported(host)
+    assert refused.id == frame.id and refused.error is not None
+    assert "runs 2 runs already" in refused.error and "--max-runs 2" in refused.error
+    assert frame.id not in host.active and not host.runners
+
+
+def test_a_host_limited_by_the_server_waits_the_time_it_is_told_and_says_so(tmp_path, capsys):
+    host = host_with([str(tmp_path)])
+    reason = rate_reason("at most 5 sockets open at once per host token", 12.5)
+    with pytest.raises(RetryLater) as asked:
+        host.closed(CLOSE_RATE, reason)
+    assert asked.value.seconds == 13
+    assert f"the server limits this host (4429: {reason})" in capsys.readouterr().err
+
+
+def test_the_hello_says_which_process_it_is_its_most_runs_and_the_runs_it_runs_now(tmp_path):
+    host = host_with([str(tmp_path)], max_runs=3)
+    running = uuid.uuid4()
+    host.active.add(running)
+    hello = host.hello()
+    assert hello.max_runs == 3 and hello.runs == [running]
+    assert hello.instance == host.instance and host_with([str(tmp_path)]).instance != host.instance
+
+
+@pytest.mark.parametrize("path", ["a\x00b", "x" * 300], ids=["nul", "name-too-long"])
+async def test_a_start_the_host_cannot_carry_out_is_reported_failed_at_once(tmp_path, path):
+    host = host_with([str(tmp_path)])
+    frame = start_frame("sdk", str(tmp_path), path)
+    await asyncio.wait_for(host.start(frame), 5)
+    [failed] = reported(host)
+    assert failed.id == frame.id and failed.error and not host.active and not host.runners
+
+
+def test_the_host_takes_its_token_from_koruweb_token(monkeypatch):
+    monkeypatch.setenv(TOKEN_VARIABLE, "koru_from_the_environment")
+    options = host_process.parse(["--server", "ws://x", "--agent", "a=true", "--root", "."])
+    assert options.token == "koru_from_the_environment" and options.max_runs == 4
+    monkeypatch.delenv(TOKEN_VARIABLE)
+    with pytest.raises(host_process.Usage, match=TOKEN_VARIABLE):
+        host_process.parse(["--server", "ws://x", "--agent", "a=true", "--root", "."])
+    assert host_process.main(["--server", "ws://x", "--agent", "a=true", "--root", "."]) == 3
+
+
+@pytest.mark.parametrize("most", ["0", "1001"])
+def test_max_runs_out_of_bounds_is_a_bad_command_line(monkeypatch, most):
+    monkeypatch.setenv(TOKEN_VARIABLE, "t")
+    code = host_process.main(
+        ["--server", "ws://x", "--agent", "a=true", "--root", ".", "--max-runs", most]
+    )
+    assert code == 3
+
+
+# A stand-in for the runner: what it was handed on stdin, its argv and its environment go to
+# the file in argv[1]'s place (``FAKE_RUNNER_OUT``), then it prints its run's page and waits.
+FAKE_RUNNER = """
+import json, os, sys
+handed = sys.stdin.readline()
+out = {"stdin": handed, "argv": sys.argv, "env": dict(os.environ), "rest": sys.stdin.read()}
+with open(os.environ["FAKE_RUNNER_OUT"], "w") as f:
+    json.dump(out, f)
+chat = json.loads(handed)["chat_id"]
+print(f"http://127.0.0.1:1/chats/{chat}/", flush=True)
+sys.stdin.close()
+import time
+while True:
+    time.sleep(1)
+"""
+
+
+async def test_the_runner_gets_its_token_prompt_and_title_on_stdin_never_in_argv_or_environ(
+    tmp_path, monkeypatch
+):
+    out = tmp_path / "handed.json"
+    monkeypatch.setenv("FAKE_RUNNER_OUT", str(out))
+    monkeypatch.setenv(TOKEN_VARIABLE, "koru_the_hosts_own_token")
+    monkeypatch.setattr(host_process, "RUNNER", [sys.executable, "-c", FAKE_RUNNER])
+    host = host_with([str(tmp_path)])
+    frame = start_frame(
+        "sdk",
+        str(tmp_path),
+        prompt="the secret plan\x00 of the day",
+        title="Title words",
+        token="koru_the_runs_own_token",
+    )
+    task = asyncio.create_task(host.start(frame))
+    try:
+        await handed_over(host, frame, out)
+    finally:
+        await host.stop_runners()
+        await asyncio.wait_for(task, 10)
+    assert not host.active
+
+
+async def handed_over(host: host_process.Host, frame: Start, out: Path) -> None:
+    for _ in range(200):
+        if reported(host):
+            break
+        await asyncio.sleep(0.05)
+    [started] = reported(host)
+    assert started.chat_url == f"http://127.0.0.1:1/chats/{frame.chat_id}/"
+    [process] = host.runners.values()
+    shown = b"".join(
+        Path(f"/proc/{process.pid}/{name}").read_bytes() for name in ("cmdline", "environ")
+    )
+    for secret in (frame.token, "koru_the_hosts_own_token", "secret plan", "Title words"):
+        assert secret.encode() not in shown, secret
+    handed = json.loads(out.read_text())
+    assert RunHandoff.model_validate_json(handed["stdin"]) == RunHandoff(
+        token=frame.token, chat_id=frame.chat_id, prompt=frame.prompt, title=frame.title
+    )
+    assert handed["rest"] == "" and TOKEN_VARIABLE not in handed["env"]
+    assert "--from-host" in handed["argv"] and "--prompt" not in " ".join(handed["argv"])
+
+
+def test_a_runner_from_a_host_reads_its_handoff_from_stdin(monkeypatch):
+    chat_id = uuid.uuid4()
+    handoff = RunHandoff(token="koru_run", chat_id=chat_id, prompt="do it", title="T")
+    read, write = os.pipe()
+    os.write(write, handoff.model_dump_json().encode() + b"\n")
+    os.close(write)
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read, "r"))
+    parsed = cli.agent_parser().parse_args(
+        ["--server", "ws://x", "--from-host", "--allow-web", "--stay", "--", "agent"]
+    )
+    options = cli.agent_options(vars(parsed))
+    assert (options.token, options.chat_id, options.prompts, options.title) == (
+        "koru_run",
+        chat_id,
+        ["do it"],
+        "T",
+    )
+
+
+def test_a_runner_from_a_host_without_a_handoff_is_a_usage_error(monkeypatch):
+    read, write = os.pipe()
+    os.write(write, b"not json\n")
+    os.close(write)
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read, "r"))
+    assert cli.agent(["--server", "ws://x", "--from-host", "--", "agent"]) == 1

@@ -23,11 +23,14 @@ from activity.runner.main import Options, Runner
 from activity.runner.outbox import MARK, Outbox
 from activity.wire.frames import (
     CLOSE_PROTOCOL,
+    CLOSE_RATE,
     CLOSE_SERVER_ERROR,
     CLOSE_TOO_LARGE,
     CLOSE_UNAVAILABLE,
     Acp,
     TurnEnded,
+    rate_reason,
+    retry_after,
 )
 
 AGENTS = Path(__file__).resolve().parent.parent / "agents"
@@ -267,3 +270,72 @@ async def test_a_runner_whose_frame_is_always_refused_stops_mid_turn_with_code_7
     assert runner.process is not None and runner.process.returncode is not None  # stopped
     prompts = [json.loads(t) for _, t in runner.outbox.frames if '"prompt_outcome"' in t]
     assert prompts[-1]["outcome"] == {"outcome": "cancelled"}  # the turn was cancelled first
+
+
+async def test_a_runner_limited_by_the_server_waits_what_it_is_told_and_then_gets_in(
+    capsys: pytest.CaptureFixture[str],
+):
+    """A server that limits new chats closes the hello with ``CLOSE_RATE`` and says when to try
+    again: the runner waits that long (not its own shorter backoff), says so once a refusal,
+    and gets in once the server lets it, instead of exiting."""
+    asked_wait = 0.2  # far over the test's backoff (at most 0.01 s)
+    reason = "at most 30 new chats a minute per agent token; retry in 0.2 s"
+    hellos: list[float] = []
+
+    class Limiting(FakeServer):
+        async def handle(self, socket: ServerConnection) -> None:
+            hellos.append(asyncio.get_running_loop().time())
+            if len(hellos) <= 2:
+                self.connections += 1
+                await socket.recv()
+                await socket.close(CLOSE_RATE, reason)
+                return
+            await super().handle(socket)
+
+    fake = Limiting(lambda frame, text, server: None)
+    outbox = outbox_of(3)
+    async with running(fake) as url:
+        await until_stopped_or_drained(fake, url, outbox)
+    assert outbox.drained and fake.committed == 3 and len(hellos) == 3
+    gaps = [later - earlier for earlier, later in zip(hellos, hellos[1:], strict=False)]
+    assert all(gap >= asked_wait for gap in gaps), gaps
+    err = capsys.readouterr().err
+    line = (
+        f"koruweb: the server limits this runner (4429: {reason}); waiting 0.2 s, then trying again"
+    )
+    assert err.count(line) == 2, err
+
+
+async def test_a_rate_close_without_a_wait_backs_off_and_is_never_a_strike():
+    """Too many sockets for the token: the reason names no wait; the runner backs off, however
+    often, and no frame is struck for it (it does not stop at ``REFUSALS``)."""
+    limited = 0
+
+    class TooMany(FakeServer):
+        async def handle(self, socket: ServerConnection) -> None:
+            nonlocal limited
+            if self.received and limited < REFUSALS + 2:  # frames were sent, none acked yet
+                limited += 1
+                self.connections += 1
+                await socket.recv()
+                await socket.close(CLOSE_RATE, rate_reason("at most 20 sockets at once"))
+                return
+            await super().handle(socket)
+
+    fake = TooMany(
+        lambda frame, text, server: (
+            DROP if frame["seq"] == 1 and len(server.received[1]) == 1 else None
+        )
+    )
+    outbox = outbox_of(2)
+    async with running(fake) as url:
+        await until_stopped_or_drained(fake, url, outbox)
+    assert fake.committed == 2 and limited == REFUSALS + 2
+
+
+def test_the_wait_a_rate_close_names_is_read_back_from_its_reason():
+    assert retry_after(rate_reason("at most 3 new chats a minute", 41.2)) == 42
+    assert retry_after(rate_reason("at most 3 new chats a minute", -1)) == 0
+    assert retry_after(rate_reason("at most 20 sockets at once")) is None
+    assert retry_after("retry in 0.25 s") == 0.25
+    assert retry_after("") is None

@@ -2,7 +2,27 @@
 // Shift+Enter is a new line; "/" at the start offers the agent's commands (pushed in #drive as
 // .drive-commands) in a listbox: arrows move, Enter or Tab takes one, Escape closes it (the keys
 // are listbox.js's). A message sent leaves the box; a queued message saved closes its editor.
+// The queue is pushed once for every viewer: each message says its author (data-author), and
+// this marks those of the person viewing (data-yours) so only they see Edit (koruweb.css).
 (() => {
+  const page = document.querySelector(".answering[data-me]");
+  const markYours = () => {
+    for (const item of document.querySelectorAll("#drive .web-prompt[data-author]")) {
+      const yours = String(item.dataset.author !== "" && item.dataset.author === page.dataset.me);
+      if (item.dataset.yours !== yours) item.dataset.yours = yours; // unchanged: no new mutation
+    }
+  };
+  if (page) {
+    markYours();
+    // A push morphs #drive (dropping data-yours) or adds messages: mark them again.
+    new MutationObserver(markYours).observe(page, {
+      childList: true,
+      subtree: true,
+      attributes: true,
+      attributeFilter: ["data-yours"],
+    });
+  }
+
   const box = document.getElementById("compose-text");
   const list = document.getElementById("command-list");
   let shown = []; // the commands the list offers now

@@ -111,6 +111,7 @@
     4401: signIn,
     4403: () => ["No longer a member of ", isolated(workspace())],
     4410: () => ["This run was deleted"],
+    4429: () => ["Too many pages open — close some, then reload this one"],
   };
   const end = (code, ending) => {
     // Without this, htmx would wait for a hidden tab to be shown and then connect again.

@@ -42,8 +42,11 @@
   });
 })();
 
-// A comment sent is a comment gone from its box: the push brings it back as part of the row.
+// A comment sent is a comment gone from its box: the push brings it back as part of the row. A
+// refused one (its reason in the form's status) stays in the box, to send again.
 document.addEventListener("htmx:after:request", (event) => {
   const form = event.target.closest?.("form.comment-form");
-  if (form) form.reset();
+  if (!form || (event.detail?.ctx?.response?.status ?? 500) >= 400) return;
+  form.reset();
+  form.querySelector(".comment-said")?.replaceChildren();
 });
