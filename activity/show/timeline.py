@@ -3,10 +3,14 @@ time axis with labels, one lane per kind of call, readable at 10,000 calls.
 
 Where a lane has more calls than can be told apart at the page's width, its calls are counted
 into time slots instead (``SLOTS`` across the window), each slot drawn as one mark whose shade
-says how busy it was and whose colour says whether a call failed in it; a slot links to the
-window zoomed on it. Zoom is a window of the turn in the query string (``?from=&to=``,
-milliseconds from the turn's start), so a zoomed timeline is a link, works without JavaScript,
-and static/koruweb/review/timeline.js adds dragging across the plot to zoom.
+says how busy it was; the calls of a slot that failed are a red part at its foot, as tall as their
+share of the slot's calls (one failure in forty is a thin line, a slot whose every call failed is
+all red), set apart from the rest by a seam so that it reads without colour too. A slot links to
+the window zoomed on it, and its title and each lane's name say the counts in words.
+
+Zoom is a window of the turn in the query string (``?from=&to=``, milliseconds from the turn's
+start), so a zoomed timeline is a link, works without JavaScript, and
+static/koruweb/review/timeline.js adds dragging across the plot to zoom.
 
 Positions are in the plot's own units (``WIDTH`` across); the axis's ticks fall on round times
 and the window is widened to whole ticks, so tick labels sit at even steps across the plot.
@@ -29,6 +33,9 @@ WIDTH = 1000
 SLOTS = 200  # slots across the window when a lane is bucketed
 MAX_MARKS = 250  # a lane with more calls in the window than this is bucketed
 MIN_MARK = 1.5  # the narrowest mark, in plot units: an instant call stays visible
+TOP, HEIGHT = 2.0, 6.0  # where a mark starts and how tall it is, in plot units (10 high)
+SEAM = 0.5  # between a slot's failed part and the rest, so the two read apart without colour
+MIN_FAILED = 1.0  # the thinnest failed part: one failure in a busy slot stays visible
 SECOND, MINUTE, HOUR = 1000, 60_000, 3_600_000
 STEPS = (
     [
@@ -46,6 +53,18 @@ MAX_TICKS = 8
 WAITING_LANE = "waiting for a person"
 
 
+def share_words(part: int, whole: int) -> str:
+    """``part`` of ``whole`` as a person reads a share: ``10%``, ``under 1%``, ``over 99%``."""
+    if not part or not whole:
+        return "0%"
+    percent = 100 * part / whole
+    if percent < 1:
+        return "under 1%"
+    if part < whole and percent > 99:
+        return "over 99%"
+    return f"{int(percent + 0.5)}%"
+
+
 @dataclass
 class Mark:
     x: float
@@ -53,6 +72,31 @@ class Mark:
     css: str  # ran, failed, cancelled, running, proposed, waiting, density-N
     title: str
     href: str = ""
+    calls: int = 0  # a slot's calls (a bucketed lane); 0 for one call's own mark
+    failed: int = 0  # how many of the slot's calls failed
+
+    @property
+    def partly_failed(self) -> bool:
+        """Some of the slot's calls failed, not all: it is drawn in two parts."""
+        return 0 < self.failed < self.calls
+
+    @property
+    def failed_height(self) -> float:
+        """The failed part's height: its share of the slot's calls, never thinner than
+        ``MIN_FAILED`` nor so tall that the rest vanishes."""
+        if not self.partly_failed:
+            return 0.0
+        share = HEIGHT * self.failed / self.calls
+        return round(min(max(share, MIN_FAILED), HEIGHT - SEAM - MIN_FAILED), 2)
+
+    @property
+    def failed_y(self) -> float:
+        return round(TOP + HEIGHT - self.failed_height, 2)
+
+    @property
+    def height(self) -> float:
+        """The mark's own height: above the seam when part of the slot failed."""
+        return round(HEIGHT - self.failed_height - SEAM, 2) if self.partly_failed else HEIGHT
 
 
 @dataclass
@@ -62,6 +106,11 @@ class Lane:
     marks: list[Mark] = field(default_factory=list)
     waits: list[Mark] = field(default_factory=list)  # hatched: waiting for a person
     bucketed: bool = False
+    failed: int = 0  # calls of the lane in the window that failed
+
+    @property
+    def failed_share(self) -> str:
+        return share_words(self.failed, self.count)
 
 
 @dataclass
@@ -218,7 +267,7 @@ def build(
     slot_ms = max((end - begin) // SLOTS, 1)
     for kind in sorted(by_kind, key=lambda k: (-len(by_kind[k]), k)):
         members = by_kind[kind]
-        lane = Lane(kind, len(members))
+        lane = Lane(kind, len(members), failed=sum(c.status == ToolStatus.FAILED for c in members))
         if len(members) > MAX_MARKS:
             lane.bucketed = True
             lane.marks = _buckets(members, begin, end, slot_ms, start, now, query or {})
@@ -290,17 +339,19 @@ def _buckets(
     now: int,
     query: dict[str, str],
 ) -> list[Mark]:
-    """The lane's calls counted into slots: a call counts in each slot it was alive in."""
+    """The lane's calls counted into slots: a call counts in each slot it was alive in, and a
+    failed one as failed in the slot where it ended."""
     slots = -(-(end - begin) // slot_ms)
     counts, failed = [0] * slots, [0] * slots
     for call in calls:
         a = max(call.proposed, begin)
         b = min(call.completed if call.completed is not None else now, end)
-        first, last = (a - begin) // slot_ms, max(b - 1 - begin, a - begin) // slot_ms
-        for slot in range(max(first, 0), min(last, slots - 1) + 1):
+        last = min(max(b - 1 - begin, a - begin) // slot_ms, slots - 1)
+        first = min(max((a - begin) // slot_ms, 0), last)
+        for slot in range(first, last + 1):
             counts[slot] += 1
         if call.status == ToolStatus.FAILED:
-            failed[min(max(b - 1 - begin, 0) // slot_ms, slots - 1)] += 1
+            failed[last] += 1
     busiest = max(counts, default=0) or 1
     marks = []
     width = round(WIDTH * slot_ms / (end - begin), 2)
@@ -309,14 +360,19 @@ def _buckets(
             continue
         a = begin + slot * slot_ms
         shade = 1 + min(3, (4 * n - 1) // busiest)
-        css = "failed" if failed[slot] else f"density-{shade}"
-        words = f"{n} call{'s' if n != 1 else ''}"
-        if failed[slot]:
-            words += f", {failed[slot]} failed"
-        words += f" from {offset_words(a - start)} to {offset_words(a + slot_ms - start)}"
+        css = "failed" if failed[slot] == n else f"density-{shade}"
+        calls_said = f"{n} call{'s' if n != 1 else ''}"
+        words = (
+            f"{failed[slot]} of {calls_said} failed"
+            if failed[slot]
+            else f"{calls_said}, none failed"
+        )
+        words += f", from {offset_words(a - start)} to {offset_words(a + slot_ms - start)}"
         around = (max(a - start - 5 * slot_ms, 0), a - start + 6 * slot_ms)
         href = "?" + urlencode({**query, "from": around[0], "to": around[1]})
-        marks.append(Mark(round(slot * width, 2), width, css, words + " (zoom in)", href))
+        marks.append(
+            Mark(round(slot * width, 2), width, css, words + " (zoom in)", href, n, failed[slot])
+        )
     return marks
 
 

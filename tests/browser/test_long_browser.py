@@ -9,9 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
-from tests.browser.helpers import DESKTOP, PHONE, Team, screenshot, sign_in
+from tests.browser.helpers import DESKTOP, PHONE, SCREENSHOTS, Team, screenshot, sign_in
 from tests.long_runs import long_run
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -90,10 +91,55 @@ def plot_marks(page: Page) -> Any:
     return page.locator(".tl-plot rect.run")
 
 
+PAINTED = """(name) => {
+  const lane = [...document.querySelectorAll("#timeline .tl-row")]
+    .find((row) => row.querySelector(".tl-name").firstChild?.textContent.trim() === name);
+  const red = getComputedStyle(document.querySelector(".legend .key.run.failed")).backgroundColor;
+  const painted = { all: 0, red: 0, slots: 0, redSlots: 0, withFailures: 0 };
+  for (const link of lane.querySelectorAll(".tl-plot a")) {
+    const [whole, part] = link.querySelectorAll("rect.run");
+    painted.slots += 1;
+    if (getComputedStyle(whole).fill === red) painted.redSlots += 1;
+    if (part) painted.withFailures += 1;
+    for (const rect of [whole, part].filter(Boolean)) {
+      const area = rect.width.baseVal.value * rect.height.baseVal.value;
+      painted.all += area;
+      if (getComputedStyle(rect).fill === red) painted.red += area;
+    }
+  }
+  return painted;
+}"""
+
+
+def a_tenth_failed_is_drawn_as_a_tenth(page: Page) -> None:
+    """The search lane, a tenth of whose calls failed, is mostly the colour of calls that ran:
+    a thin red part in the slots with a failure, no slot all red; its name, the slots' names
+    and the legend say the shares in words. Shown in both schemes."""
+    figure = page.locator("#timeline")
+    search = page.evaluate(PAINTED, "search")
+    assert search["redSlots"] == 0 and search["withFailures"] >= search["slots"] // 2
+    assert 0.05 < search["red"] / search["all"] < 0.25, search
+    read = page.evaluate(PAINTED, "read")
+    assert read["red"] == 0 and read["withFailures"] == 0
+    lane = figure.get_by_role("group", name=re.compile(r"^search: 2,500 calls, 250 failed \(10%\)"))
+    expect(lane).to_be_visible()
+    expect(figure.locator(".tl-name", has_text="search")).to_contain_text("10% failed")
+    slot = lane.get_by_role("link", name=re.compile(r"^1 of 1\d calls failed, from ")).first
+    expect(slot).to_be_attached()
+    expect(figure.locator(".legend")).to_contain_text(
+        "red at the bottom of a slot: the share of its calls that failed (all red: all failed)"
+    )
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        figure.screenshot(path=SCREENSHOTS / f"timeline-proportions-{scheme}.png")
+        assert Axe().run(page, context="#timeline").response["violations"] == []
+    page.emulate_media(color_scheme="light")
+
+
 def test_a_ten_thousand_call_timeline_has_a_labelled_axis_visible_marks_and_zoom(
     new_page: Callable[..., Page], team: Team
 ) -> None:
-    chat = long_run(team.workspace, 10_000, cost=0.42)
+    chat = long_run(team.workspace, 10_000, cost=0.42, fail_every=40)  # a tenth of the searches
     url = f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/"
     for size, options in SIZES:
         page = new_page(**options, **ZONE)
@@ -114,6 +160,8 @@ def test_a_ten_thousand_call_timeline_has_a_labelled_axis_visible_marks_and_zoom
         expect(page.locator(".turn-figures")).to_contain_text("$0.42")
         screenshot(page, f"long-turn-timeline-{size}")
         fits(page, "#run-filter", "#timeline")
+        if size == "desktop":
+            a_tenth_failed_is_drawn_as_a_tenth(page)
 
         figure.get_by_role("link", name="First 1 min").click()
         expect(page).to_have_url(re.compile(r"from=0&to=60000"))

@@ -82,3 +82,12 @@ def test_a_user_name_counts_whatever_its_case(alice):
     for attempt in range(LIMIT):
         log_in("ALICE" if attempt % 2 else "alice", "wrong", address=f"198.51.100.{attempt}")
     assert log_in("alice", PASSWORD, address="203.0.113.9").status_code == 429
+
+
+def test_the_login_page_says_what_koruweb_is_before_asking_who_you_are():
+    page = Client().get("/accounts/login/").content.decode()
+    about = page.index('<p class="about">koruweb lets your team watch coding-agent runs live')
+    assert "answer their permission prompts and questions from the web" in page
+    assert "review past turns together" in page
+    assert "Agent Client Protocol" in page
+    assert about < page.index('name="username"')

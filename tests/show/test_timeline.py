@@ -4,13 +4,16 @@ time apart from its wait for a person, in rows, turns and the timeline."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from activity.models import Chat, InferenceAttempt, ToolActivity
 from activity.review import reads
-from activity.show import timeline, timing
+from activity.show import contrast, timeline, timing
 from tests.long_runs import long_run
 
 pytestmark = pytest.mark.django_db
@@ -56,8 +59,14 @@ def test_ten_thousand_calls_are_counted_into_slots_under_a_labelled_axis(acme):
         assert 0 < len(lanes[kind].marks) <= timeline.SLOTS
         marks = lanes[kind].marks
         assert all(m.width >= timeline.MIN_MARK and m.href.startswith("?from=") for m in marks)
-    failed = [m for m in lanes["edit"].marks if m.css == "failed"]
-    assert failed and "failed" in failed[0].title  # a slot with a failure shows it
+    # One call in fifty failed: slots show a thin failed part, none is drawn all failed.
+    edit = lanes["edit"]
+    assert edit.failed == 100 and edit.failed_share == "4%"
+    assert not [m for m in edit.marks if m.css == "failed"]
+    parts = [m for m in edit.marks if m.partly_failed]
+    assert parts and all(m.failed_height <= 1 for m in parts)
+    assert re.fullmatch(r"1 of 1\d calls failed, from .+ to .+ \(zoom in\)", parts[0].title)
+    assert lanes["read"].failed == 0 and not [m for m in lanes["read"].marks if m.failed]
 
 
 def test_zooming_in_draws_each_call_and_links_it(acme):
@@ -97,3 +106,83 @@ def test_the_turn_page_draws_the_timeline_its_times_and_usage(acme, as_approver)
         f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/?from=0&to=60000&kind=read"
     ).content.decode()
     assert 'aria-label="read: 16 calls"' in zoomed
+
+
+def slot(calls: int, failed: int) -> timeline.Mark:
+    return timeline.Mark(0, 5, "density-2", "", "", calls, failed)
+
+
+def test_a_slot_is_drawn_failed_in_proportion_to_its_failed_calls():
+    none, one, half, most, every = slot(40, 0), slot(40, 1), slot(40, 20), slot(40, 39), slot(4, 4)
+    assert not none.partly_failed and none.height == timeline.HEIGHT
+    # 1 in 40: a thin failed part at the slot's foot, a seam, and the rest as the calls that ran.
+    assert one.partly_failed and one.failed_height == timeline.MIN_FAILED
+    assert one.failed_y + one.failed_height == timeline.TOP + timeline.HEIGHT
+    assert one.height + timeline.SEAM + one.failed_height == timeline.HEIGHT
+    assert half.failed_height == timeline.HEIGHT / 2
+    assert timeline.MIN_FAILED <= most.height < half.height  # the rest never vanishes
+    assert not every.partly_failed and every.height == timeline.HEIGHT  # drawn whole, as failed
+
+
+def built_at(chat: Chat, failed: set[int], total: int) -> timeline.Timeline:
+    """The first ``total`` calls of ``chat`` as the timeline reads them, ``failed`` failed."""
+    attempt = InferenceAttempt.objects.get(chat=chat)
+    calls = [
+        dataclasses.replace(c, status="failed" if n in failed else "completed")
+        for n, c in enumerate(timeline.calls_of(attempt)[:total])
+    ]
+    return timeline.build(attempt, calls, {}, now=attempt.started_at + 10**9)
+
+
+def test_slot_shares_and_their_words_count_the_failed_calls_of_each_slot(acme):
+    chat = long_run(acme, 300, fail_every=0, step_ms=100)  # slots of 150 ms: a call or two each
+    attempt = InferenceAttempt.objects.get(chat=chat)
+    ToolActivity.objects.filter(attempt=attempt).update(agent_kind="read")  # one lane
+    line = built_at(chat, {150, 270, 271}, 300)  # 270 and 271 share a slot; 150 shares one
+    (lane,) = line.lanes
+    assert line.slot_ms == 150 and lane.bucketed
+    assert lane.count == 300 and lane.failed == 3 and lane.failed_share == "1%"
+    marks = lane.marks
+    assert sum(m.failed for m in marks) == 3
+    (every,) = [m for m in marks if m.css == "failed"]
+    assert every.title == "2 of 2 calls failed, from 27 s to 27.15 s (zoom in)"
+    (partly,) = [m for m in marks if m.partly_failed]
+    assert partly.css.startswith("density-") and partly.failed == 1 and partly.calls > 1
+    assert partly.title.startswith(f"1 of {partly.calls} calls failed, from 15 s to 15.15 s")
+    clean = [m for m in marks if not m.failed]
+    assert clean and all(", none failed, from " in m.title for m in clean)
+
+
+def test_shares_read_as_a_person_says_them():
+    assert timeline.share_words(0, 40) == "0%"
+    assert timeline.share_words(1, 40) == "3%"
+    assert timeline.share_words(286, 2_000) == "14%"
+    assert timeline.share_words(1, 500) == "under 1%"
+    assert timeline.share_words(499, 500) == "over 99%"
+    assert timeline.share_words(40, 40) == "100%"
+
+
+def test_the_turn_page_says_what_share_of_each_lane_failed(acme, as_approver):
+    chat = long_run(acme, 10_000, fail_every=40)  # every 40th: the search lane's every 10th
+    page = as_approver.get(f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/").content.decode()
+    figure = page[page.index('<figure class="timeline"') : page.index("</figure>")]
+    assert 'aria-label="search: 2,500 calls, 250 failed (10%), counted in slots of' in figure
+    assert '<span class="tl-failed">10% failed</span>' in figure
+    assert 'aria-label="read: 2,500 calls, counted in slots of' in figure
+    assert '<rect class="run failed part"' in figure and '<rect class="run failed"' not in figure
+    assert "red at the bottom of a slot: the share of its calls that failed" in figure
+
+
+SHEETS = ("static/koruweb/page/koruweb.css", "static/koruweb/review/long.css")
+DENSITIES = (0.45, 0.65, 0.82, 1.0)  # long.css: a slot's fill-opacity, quiet to busiest
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_slots_failed_part_stands_out_from_the_plot_and_from_the_calls_that_ran(scheme):
+    sheets = (Path(settings.BASE_DIR, sheet).read_text() for sheet in SHEETS)
+    colours = contrast.properties(*sheets)[scheme]
+    bad, plot = colours["bad"], colours["bg"]
+    assert contrast.ratio(bad, plot) >= contrast.AA_LARGE  # WCAG 1.4.11, on the plot
+    for opacity in DENSITIES:  # a plain difference in hue; the seam sets them apart in shape
+        assert contrast.difference(contrast.mix(colours["ok"], opacity, plot), bad) >= 40
+    assert contrast.ratio(bad, colours["surface"]) >= contrast.AA_TEXT  # "10% failed"

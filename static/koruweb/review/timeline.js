@@ -50,6 +50,7 @@
     const { from, to, moved } = drag;
     drag = null;
     band.hidden = true;
+    figure.dataset.dragged = String(moved);
     if (!moved) return; // a click: the mark's own link
     const [a, b] = [from, to].sort((x, y) => x - y);
     const span = end - begin;
@@ -62,6 +63,8 @@
 
   // A drag that ends on a mark is not a click on its link.
   figure.addEventListener("click", (event) => {
-    if (figure.dataset.dragged === "true") event.preventDefault();
+    if (figure.dataset.dragged !== "true") return;
+    figure.dataset.dragged = "false";
+    event.preventDefault();
   });
 })();
