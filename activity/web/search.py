@@ -1,35 +1,47 @@
+"""The search page: the runs whose calls or replies hold the words, grouped by run
+(activity/review/search.py), filtered by a GET form whose URL is the search."""
+
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from activity.people import access
 from activity.review import search as searching
 
-PER_PAGE = 20
-MAX_PAGE = 500
+RUN_FILTERS = ("workspace", "agent", "status", "since", "until")  # the runs list's own names
 
 
 @require_GET
 @login_required
 def search(request: HttpRequest) -> HttpResponse:
-    query = request.GET.get("q", "")
+    form = searching.SearchForm(request.GET, access.visible_chats(request.user))
     page = _page(request.GET.get("page", ""))
-    # One more than a page says whether there is a next page, without counting every hit.
-    hits = searching.search(request.user, query, PER_PAGE + 1, (page - 1) * PER_PAGE)
+    results = searching.grouped(request.user, form, page)
+    words = searching.terms(form.query)
     context = {
-        "query": query,
-        "searched": searching.terms(query) is not None,
-        "wordless": bool(query.strip()) and searching.terms(query) is None,
-        "hits": hits[:PER_PAGE],
-        "page": page,
-        "first": (page - 1) * PER_PAGE + 1,
-        "previous_page": page - 1 if page > 1 else None,
-        "next_page": page + 1 if len(hits) > PER_PAGE and page < MAX_PAGE else None,
+        "form": form,
+        "query": form.query,
+        "results": results,
+        "searched": words is not None,
+        "wordless": bool(form.query.strip()) and words is None,
+        "shortened": searching.shortened(form.query),
+        "max_terms": searching.MAX_TERMS,
+        "max_term_chars": searching.MAX_TERM_CHARS,
+        "max_query_chars": searching.MAX_QUERY_CHARS,
+        "previous_page": page - 1,
+        "next_page": page + 1,
+        "words_only": urlencode({"q": form.query}),
+        "runs_query": urlencode({k: request.GET[k] for k in RUN_FILTERS if request.GET.get(k)}),
     }
     return render(request, "activity/review/search.html", context)
 
 
 def _page(value: str) -> int:
-    return min(max(int(value), 1), MAX_PAGE) if value.isdecimal() and len(value) < 6 else 1
+    return (
+        min(max(int(value), 1), searching.MAX_PAGE) if value.isdecimal() and len(value) < 6 else 1
+    )

@@ -139,7 +139,7 @@ def page_types(chat_id: uuid.UUID, attempt: uuid.UUID) -> list[Visit]:
         Visit("workspaces", "/workspaces/"),
         Visit("workspace", "/workspaces/acme/"),
         Visit("token", "/workspaces/acme/", make_token),
-        Visit("search", "/search/?q=greeting"),
+        Visit("search", "/search/?q=greet"),  # calls and a reply of one run
         Visit("review", f"/chats/{chat_id}/turns/{attempt}/"),
         Visit("new-run", "/runs/new"),
         Visit("not-found", f"/chats/{uuid.uuid4()}/"),

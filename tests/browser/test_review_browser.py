@@ -1,8 +1,9 @@
-"""What a team reviewing a run in a real browser relies on: links to a row, and comments.
+"""What a team reviewing a run in a real browser relies on: links to a row, comments, search.
 
 A permalink (``/chats/<id>/#tool-<uuid>``) is what people paste to each other: it must land on
 its row and show which one it is, even when the row is too old to be on the live page. A
-comment is for the others: it must reach their open pages without a reload.
+comment is for the others: it must reach their open pages without a reload. Search is how a
+past run is found again: a run's matches together, and a way to the rest of them.
 """
 
 from __future__ import annotations
@@ -12,22 +13,25 @@ import uuid
 from collections.abc import Callable
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
-from activity.models import Role
+from activity.models import Role, ToolActivity
 from activity.review.reads import LIVE_ROWS
 from tests import frames
 from tests.browser.helpers import (
+    PHONE,
     Live,
     Team,
     member,
     open_chat,
     reload_marker,
     row_of,
+    screenshot,
     sign_in,
     watch,
 )
 from tests.browser.runner import Runner
+from tests.factories import run
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -110,3 +114,69 @@ def test_a_comment_posted_in_one_browser_appears_live_in_another_without_a_reloa
         "background-color", HIGHLIGHT_BACKGROUND
     )
     assert bobs_document(), "bob's page was reloaded"
+
+
+SEARCH_DESKTOP = {"viewport": {"width": 1440, "height": 900}}
+
+
+def test_search_groups_a_runs_matches_highlights_them_filters_and_opens_the_rest_in_the_run(
+    new_page: Callable[..., Page], team: Team, runner: Runner
+):
+    start = frames.turn_started(1, uuid.uuid4(), uuid.uuid4(), title="Fix the greeting test")
+    start["agent_name"] = "claude-agent-acp"
+    labels = ["Run python3 test_greet.py"] * 4 + [
+        f"Run python3 test_greet.py -k case_{n}" for n in range(6)
+    ]
+    runner.send(
+        start,
+        frames.tool_call(2, "read", "Read test_greet.py", kind="read", status="completed"),
+        *(
+            frames.tool_call(n + 3, f"run_{n}", label, kind="execute", status="completed")
+            for n, label in enumerate(labels)
+        ),
+    )
+    other = frames.turn_started(1, uuid.uuid4(), uuid.uuid4(), title="Tidy the docs")
+    other["agent_name"] = "codex-acp"
+    docs = run(
+        team.workspace,
+        other,
+        frames.tool_call(2, "notes", "Read test_greet notes", kind="read", status="completed"),
+    )
+    assert ToolActivity.objects.filter(chat_id=runner.chat_id).count() == 11  # sent, acked
+
+    def search(options: dict, size: str) -> tuple[Page, Locator]:
+        """Search as a person does, check the runner's run, and keep a screenshot."""
+        page = new_page(**options)
+        sign_in(page, team.viewer)
+        page.goto("/search/")
+        page.get_by_role("searchbox", name="Words in a call or a reply").fill("test_greet")
+        page.get_by_role("searchbox", name="Words in a call or a reply").press("Enter")
+        mine = page.locator(f"#run-{runner.chat_id}")
+        expect(page.locator(".search-run")).to_have_count(2)
+        expect(page.locator(f"#run-{docs.pk}")).to_contain_text("codex-acp")
+        expect(mine.get_by_role("heading", name="Fix the greeting test")).to_be_visible()
+        expect(mine.locator(".search-run-facts")).to_contain_text("claude-agent-acp")
+        expect(mine.locator(".search-run-facts")).to_contain_text(team.workspace.name)
+        expect(mine.locator(".search-line")).to_have_count(5)  # the first five of eight lines
+        repeated = mine.locator(".search-line", has=page.locator(".times"))
+        expect(repeated).to_have_count(1)
+        expect(repeated.locator(".times")).to_contain_text("×4")
+        expect(repeated.locator("mark")).to_have_text(["test_greet"])
+        screenshot(page, f"search-{size}")
+        return page, mine
+
+    phone, _ = search(PHONE, "phone")
+    wide = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    assert phone.evaluate(wide) <= 0  # nothing scrolls sideways on a phone
+
+    page, mine = search(SEARCH_DESKTOP, "desktop")
+    page.get_by_label("Kind of call").select_option("execute")
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(page).to_have_url(re.compile(r"[?&]kind=execute(&|$)"))
+    expect(page.locator(".search-run")).to_have_count(1)  # the read in the docs run is out
+    more = mine.get_by_role("link", name=re.compile(r"^\d+ more in this run$"))
+    expect(more).to_have_text("2 more in this run")  # 10 calls: the line ×4 and 4 others
+    screenshot(page, "search-filtered-desktop")
+    more.click()
+    expect(page).to_have_url(re.compile(rf"/chats/{runner.chat_id}/\?.*kind=execute"))
+    expect(page.locator(".filter-said")).to_contain_text("10 of 11 calls match “test_greet”")
