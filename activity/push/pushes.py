@@ -27,6 +27,7 @@ from django.utils.safestring import mark_safe
 
 from activity.people import access
 from activity.review import filters, reads
+from activity.review.transcript import Segment
 from activity.show import dom
 
 log = logging.getLogger(__name__)
@@ -51,19 +52,39 @@ def fragments(c: reads.Changes) -> list[str]:
         new = {"turns": c.new_turns, "turns_id": dom.TURNS}
         parts.append(render_to_string(f"{PARTS}#push-new-turns", new))
     parts += [render_to_string(f"{PARTS}#turn-head", {**ctx, "turn": t}) for t in c.turns]
-    parts += [render_to_string(f"{PARTS}#reply", {**ctx, "reply": r}) for r in c.replies]
-    by_turn: dict[uuid.UUID, list[Any]] = {}
-    for row in c.new_rows:
-        by_turn.setdefault(row.attempt_id, []).append(row)
-    parts += [
-        render_to_string(f"{PARTS}#push-new-rows", {"attempt_id": attempt, "rows": rows})
-        for attempt, rows in by_turn.items()
-    ]
+    for flow in c.flows:
+        parts.append(texts(flow))
+        if flow.added:
+            target = tbody(flow.attempt_id, flow.at)
+            parts.append(
+                render_to_string(f"{PARTS}#push-new-rows", {"target": target, "rows": flow.added})
+            )
+        if flow.segments:
+            parts.append(segments(flow, flow.segments))
     if c.rows:
         parts.append(render_to_string(f"{PARTS}#push-rows", {**ctx, "rows": c.rows}))
     if c.panel is not None:
         parts.append(filter_bar(c.panel))
     return parts
+
+
+def tbody(attempt_id: uuid.UUID, offset: int) -> str:
+    """The id of a turn's table of the calls made at ``offset`` bytes of its reply."""
+    return f"{dom.dom_id('tools', attempt_id)}-{offset}"
+
+
+def texts(flow: reads.Flow) -> str:
+    """A turn's thinking and the text of the segments the page shows, morphed in place."""
+    ctx = {"oob": True, "reply": flow.reply, "attempt_id": flow.attempt_id}
+    html = [render_to_string(f"{PARTS}#thinking", ctx)] if flow.reply is not None else []
+    html += [render_to_string(f"{PARTS}#segment-text", {**ctx, "segment": s}) for s in flow.texts]
+    return "".join(html)
+
+
+def segments(flow: reads.Flow, new: list[Segment]) -> str:
+    """New segments, appended to the turn's reply."""
+    context = {"target": dom.reply(flow.reply_id), "segments": new, "attempt_id": flow.attempt_id}
+    return render_to_string(f"{PARTS}#push-segments", context)
 
 
 def filter_bar(panel: filters.Panel) -> str:
@@ -103,41 +124,46 @@ class Unit:
     """
 
     html: str
-    wrap: str = ""  # "push-new-rows" (appended to the turn ``key``) or "push-rows" (morphed)
+    wrap: str = ""  # "push-new-rows" (appended to the table ``key``) or "push-rows" (morphed)
     key: str = ""
-    opens: str = ""  # a new turn's section: the turn whose rows may only follow in a later part
+    opens: tuple[str, ...] = ()  # the tables a new turn or segment brings: their rows follow
 
 
 def units(c: reads.Changes) -> Iterator[Unit]:
-    """``fragments(c)`` cut as fine as a page can apply them: a new turn's section comes
-    without its rows, which follow it one by one (``split`` keeps them out of its part)."""
+    """``fragments(c)`` cut as fine as a page can apply them: a new turn's section, or a new
+    segment, comes without its rows, which follow it one by one (``split`` keeps them out of
+    its part)."""
     ctx = {"chat": c.chat, "oob": True}
     if c.meta:
         yield Unit(render_to_string(f"{PARTS}#chat-head", ctx))
     for turn in c.new_turns:
-        shell = {"turns": [replace(turn, rows=[])], "turns_id": dom.TURNS}
-        opens = str(turn.attempt.pk)
+        bare = [replace(s, rows=[]) for s in turn.segments]
+        shell = {"turns": [replace(turn, rows=[], segments=bare)], "turns_id": dom.TURNS}
+        opens = tuple(tbody(turn.attempt.pk, s.offset) for s in turn.segments)
         yield Unit(render_to_string(f"{PARTS}#push-new-turns", shell), opens=opens)
-        for row in turn.rows:
-            yield new_row(row)
+        for segment in turn.segments:
+            yield from (new_row(row, turn.attempt.pk, segment.offset) for row in segment.rows)
     for t in c.turns:
         yield Unit(render_to_string(f"{PARTS}#turn-head", {**ctx, "turn": t}))
-    for r in c.replies:
-        yield Unit(render_to_string(f"{PARTS}#reply", {**ctx, "reply": r}))
-    by_turn: dict[uuid.UUID, list[Any]] = {}
-    for row in c.new_rows:
-        by_turn.setdefault(row.attempt_id, []).append(row)
-    for turn_rows in by_turn.values():
-        yield from map(new_row, turn_rows)
+    for flow in c.flows:
+        if flow.reply is not None:
+            yield Unit(texts(flow))
+        yield from (new_row(row, flow.attempt_id, flow.at) for row in flow.added)
+        if flow.segments:
+            bare = [replace(s, rows=[]) for s in flow.segments]
+            opens = tuple(tbody(flow.attempt_id, s.offset) for s in flow.segments)
+            yield Unit(segments(flow, bare), opens=opens)
+        for segment in flow.segments:
+            yield from (new_row(row, flow.attempt_id, segment.offset) for row in segment.rows)
     for row in c.rows:
         yield Unit(render_to_string(f"{PARTS}#tool-row", {**ctx, "row": row}), "push-rows")
     if c.panel is not None:
         yield Unit(filter_bar(c.panel))
 
 
-def new_row(row: Any) -> Unit:
+def new_row(row: Any, attempt_id: uuid.UUID, offset: int) -> Unit:
     html = render_to_string(f"{PARTS}#tool-row", {"row": row})
-    return Unit(html, "push-new-rows", str(row.attempt_id))
+    return Unit(html, "push-new-rows", tbody(attempt_id, offset))
 
 
 def encoded(text: str) -> int:
@@ -146,7 +172,7 @@ def encoded(text: str) -> int:
 
 
 def wrapper(wrap: str, key: str, rows_html: str) -> str:
-    context = {"attempt_id": key, "rows_html": mark_safe(rows_html)}  # rendered rows
+    context = {"target": key, "rows_html": mark_safe(rows_html)}  # rendered rows
     return render_to_string(f"{PARTS}#{wrap}", context)
 
 
@@ -154,16 +180,17 @@ def split(since: int, to: int, pieces: list[Unit], limit: int) -> list[str]:
     """The parts of a change, each with its versions and place, each at most ``limit`` bytes;
     or, if one piece cannot fit, the word to fetch the regions over HTTP.
 
-    A row appended to a new turn never shares a part with the turn's section: htmx looks up
-    every out-of-band target of a message before it swaps any, so rows appended to a list that
-    the same message brings find no target and are dropped without a word (a page that said
-    Live would lack a new turn's first calls for good)."""
+    A row appended to a new turn or segment never shares a part with the section or segment
+    that brings its table: htmx looks up every out-of-band target of a message before it swaps
+    any, so rows appended to a table that the same message brings find no target and are
+    dropped without a word (a page that said Live would lack a new turn's first calls for
+    good)."""
     reload = [json.dumps({"from": since, "to": to, "reload": True})]
     envelope = len(json.dumps({"from": since, "to": to, "part": 10**9, "parts": 10**9}))
     budget = limit - envelope - len(', "content": ""')
     overhead: dict[tuple[str, str], int] = {}
     parts: list[list[Unit]] = [[]]
-    opened: set[str] = set()  # the new turns whose sections are in the part being filled
+    opened: set[str] = set()  # the tables new turns and segments in the part being filled bring
     size = 0
     for piece in pieces:
         cost = encoded(piece.html)
@@ -184,8 +211,7 @@ def split(since: int, to: int, pieces: list[Unit], limit: int) -> list[str]:
             cost = encoded(piece.html) + opens
         parts[-1].append(piece)
         size += cost
-        if piece.opens:
-            opened.add(piece.opens)
+        opened.update(piece.opens)
     texts = []
     for number, part in enumerate(parts, 1):
         content = "".join(assemble(part))

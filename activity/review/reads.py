@@ -16,13 +16,19 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.db.models import Count, F, Q, QuerySet, Window
+from django.db.models import Count, F, Max, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
+from activity.core.masks.spans import JUNCTION_CHARS, PEM_CHARS
 from activity.models import Chat, Comment, InferenceAttempt, Message, Prompt, ToolActivity
 from activity.review import filters
+from activity.review.transcript import Segment, interleave
 
 LIVE_ROWS = 300  # a live page shows a turn's latest calls; the turn page shows them all
+# How far back from its end a reply's stored text may change when more arrives: a secret split
+# across two chunks is masked where they meet (masking.mask_junction), at most this many bytes
+# back. A push draws again the text of every segment that reaches into that stretch.
+REWRITTEN_BYTES = 4 * (JUNCTION_CHARS + PEM_CHARS)
 
 
 @dataclass
@@ -32,6 +38,24 @@ class Turn:
     rows: list[ToolActivity] = field(default_factory=list)
     standalone: list[Prompt] = field(default_factory=list)  # prompts about no tool row
     earlier: int = 0  # calls older than the ones shown
+    # The reply's text and the calls shown, in the order they happened (transcript.interleave).
+    segments: list[Segment] = field(default_factory=list)
+
+
+@dataclass
+class Flow:
+    """What changed in the reply and calls of a turn a page shows (its ``segments``), as a push
+    brings it: the text of the page's segments that may have changed, the new calls made at the
+    page's last segment (``at``), and the new segments after it. Rows that changed are morphed
+    by their own ids, wherever they stand (``Changes.rows``)."""
+
+    attempt_id: uuid.UUID
+    reply_id: uuid.UUID  # the turn's reply: where new segments go
+    reply: Message | None  # the reply, when it changed: its thinking is drawn again
+    texts: list[Segment]  # segments on the page whose text is drawn again (their rows are not)
+    at: int  # the page's last segment: where ``added`` go
+    added: list[ToolActivity]
+    segments: list[Segment]  # new segments, appended in order
 
 
 @dataclass
@@ -42,9 +66,8 @@ class Changes:
     meta: bool
     new_turns: list[Turn]
     turns: list[Turn]  # changed turns the page already shows: their heads are re-rendered
-    replies: list[Message]
-    new_rows: list[ToolActivity]
-    rows: list[ToolActivity]
+    flows: list[Flow]  # turns the page shows whose reply changed or that made new calls
+    rows: list[ToolActivity]  # rows the page shows that changed
     # The filter bar at ``version``, when a row or a prompt changed since (counts, jumps); a
     # push is one render for every viewer, so it is the bar of a page with no filter.
     panel: filters.Panel | None = None
@@ -101,6 +124,10 @@ def turns(
     ).select_related("answered_by")
     for prompt in standalone:
         result[prompt.attempt_id].standalone.append(prompt)
+    for turn in result.values():
+        markdown = turn.reply.markdown if turn.reply else ""
+        start = (turn.rows[0].text_offset or 0) if turn.earlier and turn.rows else 0
+        turn.segments = interleave(markdown, turn.rows, start)
     return list(result.values())
 
 
@@ -134,17 +161,17 @@ def changes(chat_id: uuid.UUID, since: int) -> Changes:
     new_ids = {a.pk for a in changed if a.created_version > since}
     new_turns = turns(chat, [a for a in changed if a.pk in new_ids], upto)
     old_turns = turns_heads(chat, [a for a in changed if a.pk not in new_ids], upto)
-    replies: list[Message] = []
+    replies: dict[uuid.UUID, Message] = {}
     if since_kind["replies"] > since:
-        replies = list(
-            Message.objects.filter(chat=chat, version__gt=since).exclude(attempt__in=new_ids)
-        )
+        changed_replies = Message.objects.filter(chat=chat, version__gt=since)
+        replies = {r.attempt_id: r for r in changed_replies.exclude(attempt__in=new_ids)}
     rows_list: list[ToolActivity] = []
     if since_kind["rows"] > since:
         rows = ToolActivity.objects.filter(
             chat=chat, version__gt=since, created_version__lte=upto
         ).exclude(attempt__in=new_ids)
         rows_list = with_prompts(list(rows.order_by("position")))
+    new_rows = [r for r in rows_list if r.created_version > since]
     panel = None
     if since_kind["rows"] > since:  # a prompt moves rows_version too (activity/live/work.py)
         panel = filters.panel(chat.pk, filters.unfiltered(), upto, LIVE_ROWS)
@@ -155,11 +182,66 @@ def changes(chat_id: uuid.UUID, since: int) -> Changes:
         meta=chat.meta_version > since,
         new_turns=new_turns,
         turns=old_turns,
-        replies=replies,
-        new_rows=[r for r in rows_list if r.created_version > since],
+        flows=flows(since, replies, new_rows),
         rows=[r for r in rows_list if r.created_version <= since],
         panel=panel,
     )
+
+
+def flows(
+    since: int, replies: dict[uuid.UUID, Message], new_rows: list[ToolActivity]
+) -> list[Flow]:
+    """What a push changes in the reply and calls of each turn the page shows (``Flow``).
+
+    The page's last segment is where its last call was made (the greatest ``text_offset`` of
+    the turn's rows created by ``since``; the start when there is none): new calls made there
+    join its table, the rest of the reply and the later calls are new segments. When the reply
+    changed, the text of the page's segments that reach into the last ``REWRITTEN_BYTES``
+    before the last one is drawn again too; when it did not, every new call was made at its
+    end, and its text is not read."""
+    added: dict[uuid.UUID, list[ToolActivity]] = defaultdict(list)
+    for row in new_rows:
+        added[row.attempt_id].append(row)
+    result = []
+    for attempt_id in [*replies, *(a for a in added if a not in replies)]:
+        reply = replies.get(attempt_id)
+        old = ToolActivity.objects.filter(attempt=attempt_id, created_version__lte=since)
+        last = old.aggregate(at=Max("text_offset"))["at"] or 0
+        texts: list[Segment] = []
+        if reply is None:  # the text is as the page shows it: the calls were made at its end
+            tail = [Segment(last)]
+            for row in added[attempt_id]:
+                if (row.text_offset or 0) > tail[-1].offset:
+                    tail.append(Segment(row.text_offset or 0))
+                tail[-1].rows.append(row)
+        else:
+            last = min(last, len(reply.markdown.encode()))
+            tail = interleave(reply.markdown, added[attempt_id], last)
+            texts = [*page_segments(old, reply.markdown, last), tail[0]]
+        reply_id = reply.pk if reply else added[attempt_id][0].assistant_message_id
+        result.append(Flow(attempt_id, reply_id, reply, texts, last, tail[0].rows, tail[1:]))
+    return result
+
+
+def page_segments(old: QuerySet[ToolActivity], markdown: str, last: int) -> list[Segment]:
+    """The segments before ``last`` of a page that shows the calls ``old``, text only, from the
+    one that holds the byte ``REWRITTEN_BYTES`` before ``last`` (a page that shows only a
+    turn's latest calls may lack the first of them: a push to it skips what it lacks)."""
+    reach = last - REWRITTEN_BYTES
+    before = old.filter(text_offset__lt=last)
+    first = 0
+    if reach > 0:
+        first = before.filter(text_offset__lte=reach).aggregate(at=Max("text_offset"))["at"] or 0
+        before = before.filter(text_offset__gt=reach)
+    found = before.values_list("text_offset", flat=True)
+    offsets = sorted({first, *(offset for offset in found if offset is not None)})
+    data = markdown.encode()
+    ends = [*offsets[1:], last]
+    return [
+        Segment(start, text=data[start:end].decode("utf-8", "replace"))
+        for start, end in zip(offsets, ends, strict=True)
+        if start < last
+    ]
 
 
 def turns_heads(chat: Chat, attempts: list[InferenceAttempt], upto: int) -> list[Turn]:

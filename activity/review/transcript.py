@@ -13,29 +13,40 @@ from activity.models import Chat, InferenceAttempt, Prompt, PromptKind, ToolActi
 
 @dataclass
 class Segment:
-    """Reply text, then the calls made right after it had arrived."""
+    """The calls made when the reply had ``offset`` bytes, then the reply's text from there to
+    the next calls. A page draws a turn as its segments in order, each with ids from its turn
+    and its offset (``reply-<turn>-<offset>``, ``tools-<turn>-<offset>``), so a live push can
+    morph a segment's text, append calls to its table, or append new segments
+    (docs/architecture.md#a-turn-on-the-live-page)."""
 
-    text: str
+    offset: int
     rows: list[ToolActivity] = field(default_factory=list)
+    text: str = ""
 
 
 def interleave(
     markdown: str, rows: Sequence[ToolActivity], start: int = 0, end: int | None = None
 ) -> list[Segment]:
-    """Cut the reply (its UTF-8 bytes ``start``..``end``) at each row's ``text_offset``."""
+    """Cut the reply (its UTF-8 bytes ``start``..``end``) at each row's ``text_offset``: the
+    first segment starts at ``start`` (with or without calls or text), each later one where
+    calls were made after more text had come."""
     data = markdown.encode()
     end = len(data) if end is None else min(end, len(data))
-    segments = [Segment(text="")]
-    cursor = start
+    segments = [Segment(offset=min(start, end))]
     for row in rows:
-        offset = min(max(row.text_offset or 0, cursor), end)
-        if offset > cursor:
-            segments.append(Segment(text=_decode(data[cursor:offset])))
-            cursor = offset
+        offset = placed(row, segments[-1].offset, end)
+        if offset > segments[-1].offset:
+            segments.append(Segment(offset=offset))
         segments[-1].rows.append(row)
-    if cursor < end:
-        segments.append(Segment(text=_decode(data[cursor:end])))
-    return [s for s in segments if s.text or s.rows]
+    for segment, after in zip(segments, [*segments[1:], None], strict=True):
+        segment.text = _decode(data[segment.offset : end if after is None else after.offset])
+    return segments
+
+
+def placed(row: ToolActivity, after: int, end: int) -> int:
+    """Where a call stands in the reply: its ``text_offset``, never before the call before it
+    (``after``) nor past the reply's ``end``."""
+    return min(max(row.text_offset or 0, after), end)
 
 
 def _decode(chunk: bytes) -> str:
@@ -107,11 +118,11 @@ def chat_markdown(
     for number, (attempt, markdown, rows) in enumerate(turns, start=1):
         parts += [f"## Turn {number}", "", "**Prompt:**", "", fence(attempt.prompt, "text"), ""]
         for segment in interleave(markdown, rows):
-            if segment.text:
-                parts += [segment.text.strip("\n"), ""]
             parts += [row_markdown(row) for row in segment.rows]
             if segment.rows:
                 parts.append("")
+            if segment.text:
+                parts += [segment.text.strip("\n"), ""]
         ended = f"ended: {attempt.stop_reason}" if attempt.ended_at else "still running"
         parts += [f"_Turn {ended}._", ""]
     return "\n".join(parts)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from activity.models import ToolActivity
+from activity.models import Role, ToolActivity
 from tests import frames
 from tests.browser.helpers import (
     RECONNECT_TIMEOUT,
@@ -23,9 +23,11 @@ from tests.browser.helpers import (
     badge,
     expect_screen_equals_database,
     log_in,
+    member,
     open_chat,
     reload_marker,
     row_of,
+    screenshot,
     set_visibility,
 )
 from tests.browser.runner import Runner
@@ -73,6 +75,78 @@ def test_a_viewer_sees_a_turn_its_tool_row_and_its_reply_arrive_live_with_agent_
     assert page.title() != "pwned"
     assert same_document(), "the page was reloaded"
     assert page_errors == []  # no exception, no CSP violation
+
+
+# The reply's parts and calls in the order the page shows them: a text part by its words, a call
+# by its row's id (activity/review/transcript.py, interleave; docs/architecture.md).
+IN_ORDER = """(reply) => [...reply.querySelectorAll(".reply-part:not([hidden]), tr.tool")].map(
+  (el) => el.matches("tr") ? el.id : el.textContent.replace(/\\s+/g, " ").trim())"""
+# The reply's own parts: each table by its body's id and rows, each text part by id and words
+# (a pushed row's words differ: it has no CSRF token, so it links to its own page).
+PARTS = """(reply) => [...reply.children].map((el) => [
+  el.tagName, el.id || el.querySelector("tbody")?.id, el.hidden,
+  [...el.querySelectorAll("tr.tool")].map((row) => row.id),
+  el.matches("table") ? "" : el.textContent.replace(/\\s+/g, " ")])"""
+
+
+def test_the_reply_text_stands_between_the_calls_it_came_between_live_and_on_a_fresh_load(
+    page: Page, page_errors: list[str], live: Live, team: Team, runner: Runner
+):
+    attempt, reply = uuid.uuid4(), uuid.uuid4()
+    ana = member(team.workspace, "ana", Role.APPROVER)  # she may answer: the buttons show
+    log_in(page, ana, then=f"/chats/{runner.chat_id}/")
+    page.set_viewport_size({"width": 1440, "height": 900})
+    open_chat(page, live, runner.chat_id)
+    same_document = reload_marker(page)
+    command = {"command": "python3 test_greet.py"}
+    runner.send(
+        frames.turn_started(1, attempt, reply, prompt="Fix the failing test"),
+        frames.say(2, "Let me run the test first."),
+        frames.tool_call(
+            3,
+            "run",
+            "Run python3 test_greet.py",
+            kind="execute",
+            status="in_progress",
+            rawInput=command,
+        ),
+    )
+    run = row_of(runner, "run")
+    expect(badge(page, run)).to_have_text("Running")
+    runner.send(
+        frames.tool_update(4, "run", status="failed"),
+        frames.say(5, "\n\nThe test expects a comma. I'll change `greet()`."),
+    )
+    expect(page.locator(f"#reply-{attempt}-{run.text_offset}")).to_contain_text("I'll change")
+    runner.send(
+        frames.tool_call(6, "edit", "Edit greet.py", kind="edit"),
+        frames.permission(7, 1, "edit", "Edit greet.py"),
+    )
+    edit = row_of(runner, "edit")
+    allow = page.locator(f"#tool-{edit.id} button.choice", has_text="Allow once")
+    expect(allow).to_be_visible()
+    said = [
+        "Let me run the test first.",
+        f"tool-{run.id}",
+        "The test expects a comma. I'll change greet().",
+        f"tool-{edit.id}",
+    ]
+    reply_box = page.locator(f"#reply-{reply}")
+    assert reply_box.evaluate(IN_ORDER) == said
+    # The calls' tables and the text parts are the reply's own children, in that order.
+    assert page.locator(f"#reply-{reply} > table.tools tr.tool").count() == 2
+    screenshot(page, "live-time-order-desktop")
+    page.set_viewport_size({"width": 390, "height": 844})
+    expect(allow).to_be_visible()
+    screenshot(page, "live-time-order-phone")
+
+    fresh = page.context.new_page()
+    fresh.goto(f"/chats/{runner.chat_id}/")
+    assert fresh.locator(f"#reply-{reply}").evaluate(IN_ORDER) == said
+    assert fresh.locator(f"#reply-{reply}").evaluate(PARTS) == reply_box.evaluate(PARTS)
+    fresh.close()
+    assert same_document(), "the page was reloaded"
+    assert page_errors == []
 
 
 def test_a_row_the_viewer_expanded_stays_expanded_when_the_row_updates(
@@ -256,7 +330,10 @@ def test_tool_rows_that_arrive_in_one_push_with_reply_text_are_shown(
     )
     set_visibility(page, hidden=False)  # its catch-up is one push with all three changes
     live.connected()
-    expect(page.locator(f"#reply-{reply} .markdown")).to_have_text("Reading it now.")
+    first, second = row_of(runner, "call_1"), row_of(runner, "call_2")
+    expect(page.locator(f"#reply-{attempt}-0")).to_have_text("Reading it now.")
+    said = [f"tool-{first.id}", "Reading it now.", f"tool-{second.id}"]  # as they happened
+    assert page.locator(f"#reply-{reply}").evaluate(IN_ORDER) == said
     expect_screen_equals_database(page, runner.chat_id, timeout=1_500)
 
 

@@ -1,7 +1,8 @@
 """Whatever a run streams, a live page ends equal to a fresh load of it (README "Live updates").
 
-Hypothesis generates bursts — one to five turns, calls printing from a few bytes to 64 KB,
-permission prompts answered mid-burst on the web or at the runner, pauses — and streams them
+Hypothesis generates bursts — one to five turns, calls printing from a few bytes to 64 KB, the
+agent's text between them, permission prompts answered mid-burst on the web or at the runner,
+pauses — and streams them
 through a real runner socket to a server whose ``PUSH_MAX_BYTES`` is small, so changes go out
 in parts and rows too big for any push make pages fetch their regions over HTTP. Three people
 watch: one page open from the start, one that joins half-way, one whose socket is dropped and
@@ -94,6 +95,10 @@ SNAPSHOT = """() => new Promise((resolve) => setTimeout(() => resolve((() => {
     turns: all("section.turn", (t) => [
       t.id, words(t.querySelector(".turn-head")), words(t.querySelector(".earlier")),
       words(t.querySelector(".reply")), t.querySelectorAll("tr.tool").length,
+      // the reply's text and calls in the order they stand (transcript.interleave)
+      [...t.querySelectorAll(".reply > *")].map((el) => [
+        el.id || el.querySelector("tbody")?.id, el.hidden,
+        [...el.querySelectorAll("tr.tool")].map((row) => row.id)]),
     ]),
     head: words(document.getElementById("chat-head")),
     runner: words(document.querySelector("#chat-head [data-runner]")),
@@ -161,6 +166,7 @@ class Call:
     printed: int  # characters of output (the server keeps AGENT_CONTENT_CHARS of them)
     fails: bool
     asks: str  # "" (no prompt), "web" (a person answers on the page), "runner" (at the terminal)
+    says: str  # the agent's text before the call ("": none)
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,7 @@ class Burst:
     leaves: bool  # the runner leaves at the end
 
 
+SAID = "The test expects a comma, so I'll change **greet()**. "
 # A few bytes to 64 KB; about one call in eight prints more than a push can carry (``BOUND``):
 # a burst goes out in parts, or, with such a call in it, as a fetch over HTTP.
 SIZES = [(1, 200)] * 3 + [(200, 4_000)] * 4 + [(4_000, 65_536)]
@@ -187,6 +194,7 @@ calls = st.builds(
     printed=printed_sizes,
     fails=st.booleans(),
     asks=st.sampled_from(["", "", "", "web", "runner"]),
+    says=st.sampled_from(["", "", SAID, f"{SAID} ä € 𝄞 <b>not bold</b>\n\n- a list\n", SAID * 200]),
 )
 turn_plans = st.lists(calls, min_size=0, max_size=6).flatmap(
     lambda made: st.builds(
@@ -349,6 +357,8 @@ class Agent:
 
     def call(self, t: int, c: int, call: Call) -> None:
         call_id, label = f"t{t}_c{c}", f"Call {t}-{c}"
+        if call.says:  # the reply's text, then the call: the page shows it between the calls
+            self.pending.append(frames.say(self.next_seq(), call.says))
         if call.asks:
             request = self.ask(call_id, label)
             if call.asks == "web":  # a person answers on their page, mid-burst

@@ -211,7 +211,7 @@ def test_an_approver_clicks_yes_on_claudes_edit_and_the_file_changes_and_the_row
             settled("Allowed once by bob")
         )
         expect(prompt_box(viewer, row).locator("button.choice")).to_have_count(0)  # copy stays
-        expect(viewer.locator(".reply .markdown")).to_have_text("Edited the notes.")
+        expect(viewer.locator(".reply .reply-part:not([hidden])")).to_have_text("Edited the notes.")
     assert notes.read_text() == "first line\nsecond line!\n"
     screenshot(page, "claude-allow-desktop-after")
     screenshot(phone, "claude-allow-phone-after")
@@ -249,7 +249,9 @@ def test_an_approver_clicks_no_on_claudes_edit_and_the_file_stays_and_the_row_en
             settled("Rejected by bob")
         )
         expect(prompt_box(viewer, row).locator("button.choice")).to_have_count(0)  # copy stays
-        expect(viewer.locator(".reply .markdown")).to_have_text("You did not want that edit.")
+        expect(viewer.locator(".reply .reply-part:not([hidden])")).to_have_text(
+            "You did not want that edit."
+        )
     screenshot(page, "claude-reject-desktop-after")
     screenshot(phone, "claude-reject-phone-after")
     assert same_document(), "the page was reloaded"

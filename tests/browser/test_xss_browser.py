@@ -384,7 +384,8 @@ def test_no_payload_in_any_field_an_agent_or_a_person_controls_runs_on_any_page(
     sentinel.assert_nothing_ran(page, "the chat page, after live pushes")
     page.reload()
     sentinel.assert_nothing_ran(page, "the chat page, reloaded")
-    expect(page.locator(".reply .markdown").first).to_contain_text("{% debug %}")  # as text
+    said = page.locator(".reply .reply-part", has_text="{% debug %}")  # as text, between calls
+    expect(said.first).to_be_visible()
     shown = page.locator("#live ~ .answering").inner_text()
     assert [p for p in corpus if p not in shown] == [], "payloads missing: the test lost a field"
 

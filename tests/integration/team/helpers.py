@@ -138,11 +138,15 @@ class ChatPage:
         head = r'<p class="turn-status">\s*<span class="badge [\w-]+"[^>]*>([^<]*)</span>'
         turns = re.findall(head, text)
         awaiting = re.findall(r'<form class="answer" method="post" action="/prompts/([^/]+)/', text)
-        replies = [
-            html.unescape(re.sub(r"<[^>]+>", "", body)).strip()
-            for body in re.findall(
-                r'<article class="reply"[^>]*>.*?<div class="markdown">(.*?)</div>', text, re.S
+        replies = [  # a reply's text parts, between its calls (parts.html, reply)
+            "\n".join(
+                words
+                for part in re.findall(
+                    r'<div class="markdown reply-part"[^>]*>(.*?)</div>', body, re.S
+                )
+                if (words := html.unescape(re.sub(r"<[^>]+>", "", part)).strip())
             )
+            for body in re.findall(r'<article class="reply"[^>]*>(.*?)</article>', text, re.S)
         ]
         return cls(int(version.group(1)), runner.group(1), turns, awaiting, replies)
 

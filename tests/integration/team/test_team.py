@@ -85,8 +85,11 @@ def expect_page_equals_a_fresh_one(page: Page, team: Team, chat_id: uuid.UUID) -
         [f"tool-{row['id']}", f"status-{row['status']} approval-{row['approval']}"]
         for row in export
     ]
-    replies = page.locator("article.reply .markdown").all_inner_texts()
-    assert [text.strip() for text in replies] == fresh.replies
+    replies = page.locator("article.reply").evaluate_all(
+        """replies => replies.map(r => [...r.querySelectorAll(".reply-part:not([hidden])")]
+            .map(part => part.innerText.trim()).join("\\n"))"""
+    )
+    assert replies == fresh.replies
 
 
 def expect_raw_run_whole(export: list[dict[str, Any]], chat: ChatPage, burst: int) -> None:
