@@ -167,7 +167,8 @@ class AgentHost(models.Model):
     )
     token = models.ForeignKey(AgentToken, on_delete=models.CASCADE, related_name="hosts")
     name = models.CharField(max_length=100)
-    agents: models.JSONField[Any] = models.JSONField(default=list)  # [{name, command}]
+    # [{name, command, label, web_modes}] as its hello said (hostframes.HostAgent)
+    agents: models.JSONField[Any] = models.JSONField(default=list)
     roots: models.JSONField[Any] = models.JSONField(default=list)  # [path]
     online = models.BooleanField(default=False)
     channel = models.CharField(max_length=200, blank=True)  # its latest socket's
@@ -195,6 +196,12 @@ class AgentHost(models.Model):
     @property
     def agent_names(self) -> list[str]:
         return [str(agent.get("name", "")) for agent in self.agents]
+
+    @property
+    def agent_labels(self) -> list[str]:
+        """Its agents as people name them: each one's label, or its name (a host older than
+        labels, or an agent given with ``--agent``)."""
+        return [str(agent.get("label") or agent.get("name", "")) for agent in self.agents]
 
     def running(self) -> int:
         """Its runs starting or started: what counts against its ``max_runs``."""

@@ -134,6 +134,7 @@ def agent_options(parsed: Mapping[str, Any]) -> Options:
         web_modes=parsed["web_modes"],
         stay=parsed["stay"],
         chat_id=handoff.chat_id if handoff is not None else None,
+        from_host=handoff is not None,
     )
 
 

@@ -1,25 +1,33 @@
 """``koruweb host`` (or ``manage.py agent host``): offer agents to start from the web, here.
 
+    KORUWEB_TOKEN=HOST_TOKEN koruweb host --server ws://HOST:PORT --config host.toml
     KORUWEB_TOKEN=HOST_TOKEN koruweb host --server ws://HOST:PORT \\
         --agent NAME=COMMAND [--agent …] --root DIR [--root …] [--name NAME] [--max-runs N]
 
+The host is declared in a file (``hostconfig``: each agent's label, command and the modes the
+web may switch it to) or, for a quick start, with flags (no labels, no web modes); a file and
+``--agent``/``--root`` together are refused, and ``--name``/``--max-runs`` win over the file.
 The host keeps one socket to ``/ws/host/`` open (reconnecting with backoff, like a runner)
 and offers the named agent commands and the directories under its roots. The web asks it to
 list a directory (one level, ``hostdirs.listing``) or to start a run: it then starts
-``python -m activity.runner.cli agent --from-host --allow-web --stay --cwd DIR -- COMMAND`` (the
-runner it was installed with, on its own interpreter) and writes the run's token, chat, first
-prompt and title on the runner's standard input (one ``RunHandoff`` line: neither ``ps`` nor
-``/proc/<pid>/environ`` shows them, and the runner's agent never gets the token), reads the
-runner's first line (its run's page) and reports ``started``, and ``exited`` when the runner
-ends. It runs nothing but the commands it was started with, refuses any directory outside its
-roots (``hostdirs.resolve``) and any start past ``--max-runs`` runs at once, and reports at
-once as a failed ``started`` any start it cannot carry out. Its runners die with it.
+``python -m activity.runner.cli agent --from-host --allow-web --stay --cwd DIR [--web-modes
+MODES] -- COMMAND`` (the runner it was installed with, on its own interpreter) and writes the
+run's token, chat, first prompt and title on the runner's standard input (one ``RunHandoff``
+line: neither ``ps`` nor ``/proc/<pid>/environ`` shows them, and the runner's agent never gets
+the token), reads the runner's first line (its run's page, printed once the agent's session has
+started) and reports ``started``, and ``exited`` when the runner ends. It runs nothing but
+the commands it was started with, refuses any directory outside its roots
+(``hostdirs.resolve``) and any start past ``--max-runs`` runs at once, and reports at once as
+a failed ``started`` any start it cannot carry out — a runner that exits before its page, an
+agent without a mode its ``web_modes`` name (the message lists the agent's modes) too. Its
+runners die with it.
 
 Exit codes: 1 the server was unreachable for ``--connect-timeout`` seconds; 2 the server
 refused the host (not a host token, or revoked; a host of the same name online in the
 workspace; or a server of another protocol, whose reason says which runner to install); 3 a
-bad command line (no token, an agent command that is not there, a root that is not a
-directory); 130 interrupted.
+bad command line or ``--config`` file (no token, an agent command that is not there, a root
+that is not a directory; in the file also a missing file, no TOML, an unknown key or a wrong
+type, each named with the file and the key); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection
 
+from activity.runner import hostconfig
+from activity.runner.hostconfig import Agent, absolute_command
 from activity.runner.hostdirs import Outside, listing, real_roots, resolve
 from activity.runner.link import TOKEN_VARIABLE, RetryLater, say, stay_connected
 from activity.runner.spawn import _die_with_runner
@@ -73,6 +83,7 @@ STOP_SECONDS = 1.5  # how long a runner is given to stop after each signal
 FLUSH_SECONDS = 2.0  # how long a stopping host waits to tell the server its runners exited
 TAIL_LINES = 5  # the runner's last lines of standard error kept for a failure's message
 MAX_RUNS_DEFAULT = 4  # runs a host runs at once unless --max-runs says otherwise
+NO_SUCH_MODE = 5  # the runner's exit code for a --web-modes entry the agent does not have
 DESCRIPTION = "Offer agents to start from the web, on this machine."
 
 
@@ -89,7 +100,7 @@ class HostOptions:
     server: str
     token: str
     name: str
-    agents: dict[str, list[str]]
+    agents: dict[str, Agent]
     roots: list[str]
     connect_timeout: float = 30.0
     max_runs: int = MAX_RUNS_DEFAULT
@@ -108,14 +119,19 @@ def parse(argv: list[str], prog: str = "koruweb host") -> HostOptions:
         default=os.environ.get(TOKEN_VARIABLE) or None,
         help=f"a host token of the workspace (or in ${TOKEN_VARIABLE}, kept out of ps)",
     )
-    parser.add_argument("--agent", action="append", required=True, metavar="NAME=COMMAND")
-    parser.add_argument("--root", action="append", required=True, metavar="DIR")
-    parser.add_argument("--name", default=socket.gethostname()[:100], help="the host's name")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a host.toml declaring the host: its name, max_runs, roots and [agents.NAME] "
+        "tables (label, command, web_modes); --name and --max-runs given here win over it",
+    )
+    parser.add_argument("--agent", action="append", default=[], metavar="NAME=COMMAND")
+    parser.add_argument("--root", action="append", default=[], metavar="DIR")
+    parser.add_argument("--name", help="the host's name (default: the machine's)")
     parser.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument(
         "--max-runs",
         type=int,
-        default=MAX_RUNS_DEFAULT,
         metavar="N",
         help=f"the most runs this host runs at once (default {MAX_RUNS_DEFAULT}); a start "
         "beyond them is refused",
@@ -125,37 +141,55 @@ def parse(argv: list[str], prog: str = "koruweb host") -> HostOptions:
         raise Usage(f"--server {args.server!r}: use ws://HOST:PORT or wss://HOST")
     if not args.token:
         raise Usage(f"give a host token: ${TOKEN_VARIABLE} (or --token, which ps shows)")
-    if not 1 <= args.max_runs <= MAX_RUNS:
+    if args.max_runs is not None and not 1 <= args.max_runs <= MAX_RUNS:
         raise Usage(f"--max-runs {args.max_runs}: give 1 to {MAX_RUNS}")
-    agents: dict[str, list[str]] = {}
-    for spec in args.agent:
-        name, _, command = spec.partition("=")
-        try:
-            words = shlex.split(command)
-            HostAgent(name=name.strip(), command=command)
-        except (ValueError, ValidationError):
+    if args.config is not None:
+        if args.agent or args.root:
             raise Usage(
-                f"--agent {spec!r}: use NAME=COMMAND, NAME in letters, digits, ._-"
-            ) from None
-        program = shutil.which(words[0]) if words else None
-        if program is None:
-            raise Usage(f"--agent {spec!r}: the command {words[:1]!r} was not found")
-        words[0] = program if os.sep not in words[0] else os.path.abspath(program)
-        agents[name.strip()] = [words[0], *map(absolute, words[1:])]
-    for root in args.root:
-        if not os.path.isdir(root):
-            raise Usage(f"--root {root!r} is not a directory")
-    roots = [os.path.abspath(root) for root in args.root]
+                f"--config {args.config} declares the agents and roots: give them there, "
+                "not with --agent or --root"
+            )
+        try:
+            config = hostconfig.load(args.config)
+        except hostconfig.BadConfig as bad:
+            raise Usage(str(bad)) from None
+        agents, roots = config.agents, config.roots
+        name, max_runs = args.name or config.name, args.max_runs or config.max_runs
+    elif not args.agent or not args.root:
+        raise Usage("give --config host.toml, or --agent NAME=COMMAND and --root DIR")
+    else:
+        agents, roots = [flag_agent(spec) for spec in args.agent], flag_roots(args.root)
+        name, max_runs = args.name, args.max_runs
     return HostOptions(
-        args.server, args.token, args.name, agents, roots, args.connect_timeout, args.max_runs
+        args.server,
+        args.token,
+        name or socket.gethostname()[:100],
+        {agent.name: agent for agent in agents},
+        roots,
+        args.connect_timeout,
+        max_runs or MAX_RUNS_DEFAULT,
     )
 
 
-def absolute(word: str) -> str:
-    """A relative path to a file that is there, made absolute: a run works in a directory of
-    its own, so a command's paths are taken from where the host starts."""
-    is_path = os.sep in word and not word.startswith("-") and not os.path.isabs(word)
-    return os.path.abspath(word) if is_path and os.path.exists(word) else word
+def flag_agent(spec: str) -> Agent:
+    """``--agent NAME=COMMAND``: no label (its name stands in), no web modes."""
+    name, _, command = spec.partition("=")
+    try:
+        words = shlex.split(command)
+        HostAgent(name=name.strip(), command=command)
+    except (ValueError, ValidationError):
+        raise Usage(f"--agent {spec!r}: use NAME=COMMAND, NAME in letters, digits, ._-") from None
+    program = shutil.which(words[0]) if words else None
+    if program is None:
+        raise Usage(f"--agent {spec!r}: the command {words[:1]!r} was not found")
+    return Agent(name.strip(), absolute_command(program, words))
+
+
+def flag_roots(roots: list[str]) -> list[str]:
+    for root in roots:
+        if not os.path.isdir(root):
+            raise Usage(f"--root {root!r} is not a directory")
+    return [os.path.abspath(root) for root in roots]
 
 
 class Host:
@@ -172,7 +206,15 @@ class Host:
         self.instance = uuid.uuid4().hex  # this process: its reconnects are no second host
 
     def hello(self) -> HostHello:
-        agents = [HostAgent(name=n, command=shlex.join(c)) for n, c in self.options.agents.items()]
+        agents = [
+            HostAgent(
+                name=agent.name,
+                command=shlex.join(agent.command),
+                label=agent.label,
+                web_modes=agent.web_modes,
+            )
+            for agent in self.options.agents.values()
+        ]
         return HostHello(
             name=self.options.name,
             agents=agents,
@@ -323,8 +365,8 @@ class Host:
     async def spawn(self, frame: Start) -> asyncio.subprocess.Process | None:
         """The runner of ``frame``, started and handed its token, chat, prompt and title on its
         standard input; None (reported) if the host refuses it."""
-        command = self.options.agents.get(frame.agent)
-        if command is None:
+        agent = self.options.agents.get(frame.agent)
+        if agent is None:
             offered = ", ".join(self.options.agents)
             error = f"this host offers no agent “{frame.agent}”; it offers: {offered}"
             self.report(Started(id=frame.id, error=error))
@@ -336,7 +378,9 @@ class Host:
             return None
         say(f"starting {frame.agent} in {directory}")
         argv = [*RUNNER, "--server", self.options.server, "--from-host"]
-        argv += ["--allow-web", "--stay", "--cwd", directory, "--", *command]
+        argv += ["--allow-web", "--stay", "--cwd", directory]
+        argv += ["--web-modes", ",".join(agent.web_modes)] if agent.web_modes else []
+        argv += ["--", *agent.command]
         handoff = RunHandoff(
             token=frame.token, chat_id=frame.chat_id, prompt=frame.prompt, title=frame.title
         )
@@ -385,6 +429,9 @@ class Host:
             await asyncio.wait({errors}, timeout=1)
             said = " / ".join(tail) or "no message"
             error = f"the runner did not start (exit code {code}): {said}"
+            if code == NO_SUCH_MODE:  # the runner's last line lists the agent's own modes
+                said = tail[-1] if tail else "the agent has no mode it was declared with"
+                error = f"{frame.agent} did not start: {said.replace('--web-modes', 'web_modes')}"
             self.report(Started(id=frame.id, error=error[:2000]))
         while await process.stdout.readline():  # nothing else is expected; keep the pipe open
             pass
@@ -430,7 +477,10 @@ def main(argv: list[str], prog: str = "koruweb host") -> int:
     try:
         options = parse(argv, prog)
     except Usage as usage:
-        usage_line = f"{prog} --server URL --agent NAME=COMMAND… --root DIR… [--max-runs N]"
+        usage_line = (
+            f"{prog} --server URL (--config host.toml | --agent NAME=COMMAND… --root DIR…) "
+            "[--name NAME] [--max-runs N]"
+        )
         say(f"{usage}\nusage: {usage_line} (the host token in ${TOKEN_VARIABLE})")
         return 3
 

@@ -65,6 +65,7 @@ class Options:
     web_modes: list[str] = field(default_factory=list)  # the modes the web may switch to
     stay: bool = False  # with prompts: keep serving the web once they have run
     chat_id: uuid.UUID | None = None  # the run's chat, when a host was told it (else a new one)
+    from_host: bool = False  # started by a host: its page is printed once the session started
 
     @property
     def stays(self) -> bool:
@@ -116,8 +117,12 @@ class Runner:
         work: asyncio.Task[None] | None = None
         try:
             await self.wait_for_server(link)
-            # Printed once the server has the chat, so the page is there when it is opened.
-            print(page_url(self.options.server, self.chat_id), flush=True)
+            # Printed once the server has the chat, so the page is there when it is opened; a
+            # host's runner prints it once the agent's session has started too (``work``), so
+            # an agent that cannot start (no mode its --web-modes name, exit 5) is a failed
+            # start its host reports with the reason (runner/host.py), not a run that ends.
+            if not self.options.from_host:
+                print(page_url(self.options.server, self.chat_id), flush=True)
             work = asyncio.create_task(self.work(link))
             await asyncio.wait({work, link}, return_when=asyncio.FIRST_COMPLETED)
             if not work.done():  # the server refuses us for good: the agent stops too
@@ -148,6 +153,8 @@ class Runner:
         async with self.agent() as (conn, process):
             self.conn, self.process = conn, process
             await self.start(conn)
+            if self.options.from_host:
+                print(page_url(self.options.server, self.chat_id), flush=True)
             reader = self.feed()
             try:
                 while (prompt := await self.next_prompt(process)) is not None:

@@ -2,10 +2,10 @@
 from the web on your own machine). JSON objects, each with a ``type``; every string and list
 is bounded.
 
-Host → server: ``host_hello`` first (its name, the agents it offers, its roots, the most runs it
-runs at once and the runs it runs now); then a
-``listing`` of a directory it was asked for, ``started`` when a runner it started has its chat
-(or could not start), ``exited`` when that runner ends.
+Host → server: ``host_hello`` first (its name, the agents it offers with their labels and web
+modes, its roots, the most runs it runs at once and the runs it runs now); then a ``listing``
+of a directory it was asked for, ``started`` when a runner it started has its chat (or could not
+start), ``exited`` when that runner ends.
 
 Server → host: ``welcome`` (the hello was taken), ``list`` (one level of ``path`` under
 ``root``), ``start`` (run one of its agents in ``path`` under ``root`` with a first prompt,
@@ -47,6 +47,8 @@ TOKEN_CHARS = 200
 MAX_RUNS = 1000  # the most runs a host may run at once (``koruweb host --max-runs``)
 HANDOFF_BYTES = 1024 * 1024  # a runner's first line from its host: a prompt escaped 6 bytes a char
 INSTANCE_CHARS = 64
+LABEL_CHARS = 100  # an agent's name for people ("Claude Code")
+MODE_CHARS, MAX_MODES = 100, 50  # frames.SessionInfo's bounds on mode ids
 
 AgentName = Annotated[
     StrictStr, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -62,10 +64,19 @@ class Strict(BaseModel):
 
 
 class HostAgent(Strict):
-    """One agent the host offers: its name, and its command line as shown to people."""
+    """One agent the host offers: its name (the id ``start`` names), its command line (shown on
+    the workspace's page to its admins), the name people pick it by (``label``; "" for a host
+    older than it, or an agent declared with a flag: its name stands in) and the modes the web
+    may switch its runs to (``web_modes``, passed to its runners as ``--web-modes``; [] for an
+    older host). Both are optional: a server older than them ignores them."""
 
     name: AgentName
     command: Annotated[StrictStr, Field(max_length=1000)] = ""
+    label: Annotated[StrictStr, Field(max_length=LABEL_CHARS)] = ""
+    web_modes: Annotated[
+        list[Annotated[StrictStr, Field(min_length=1, max_length=MODE_CHARS)]],
+        Field(max_length=MAX_MODES),
+    ] = []
 
 
 class HostHello(Strict):

@@ -68,13 +68,32 @@ def disk(tmp_path: Path) -> Path:
 @pytest.fixture
 def running_host(server: Server, acme: Workspace, disk: Path) -> Iterator[AgentHost]:
     """``manage.py agent host`` on the server, online."""
+    yield from host_process(server, acme, "--agent", SDK_AGENT, "--root", str(disk))
+
+
+@pytest.fixture
+def configured_host(
+    server: Server, acme: Workspace, disk: Path, tmp_path: Path
+) -> Iterator[AgentHost]:
+    """``manage.py agent host --config host.toml`` offering the demo agent as "Demo agent",
+    whose runs the web may switch between its modes default and auto."""
+    demo = BASE_DIR / "activity" / "runner" / "demo_agent.py"
+    config = tmp_path / "host.toml"
+    config.write_text(
+        f'roots = [{str(disk)!r}]\n[agents.demo]\nlabel = "Demo agent"\n'
+        f'command = [{sys.executable!r}, {str(demo)!r}]\nweb_modes = ["default", "auto"]\n'
+    )
+    yield from host_process(server, acme, "--config", str(config), KORUWEB_DEMO_FAST="1")
+
+
+def host_process(server: Server, acme: Workspace, *flags: str, **env: str) -> Iterator[AgentHost]:
     _, token = AgentToken.issue(acme, "build-box", TokenKind.HOST)
     words = [sys.executable, "manage.py", "agent", "host", "--server", server.ws_url]
-    words += ["--token", token, "--agent", SDK_AGENT, "--root", str(disk), "--name", "build-box"]
+    words += ["--token", token, *flags, "--name", "build-box"]
     process = subprocess.Popen(
         words,
         cwd=BASE_DIR,
-        env=child_env(),
+        env=child_env(**env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -154,3 +173,33 @@ def test_the_workspace_page_shows_its_hosts_and_a_viewer_gets_no_new_run(
     response = page.goto("/runs/new")
     assert response is not None and response.status == 403
     expect(page.locator("#refusal")).to_contain_text("approver or admin")
+
+
+def test_a_run_started_on_a_configured_host_shows_the_agents_label_and_switches_its_mode(
+    page: Page, acme: Workspace, configured_host: AgentHost, page_errors: list[str]
+) -> None:
+    sign_in(page, member(acme, "alice", Role.APPROVER))
+    page.goto(f"/runs/new?host={configured_host.pk}")
+    agent = page.get_by_role("combobox", name="2. Agent")
+    expect(agent.locator("option")).to_have_text(["Demo agent"])  # the label, no command line
+    expect(page.locator(f"#host-{configured_host.pk} + .meta")).to_contain_text("Demo agent")
+    expect(page.get_by_text("demo_agent.py")).to_have_count(0)
+    page.locator("#prompt").fill("Fix the failing test")
+    screenshot(page, "host-modes-new-run")
+    page.get_by_role("button", name="Start").click()
+    expect(page).to_have_url(re.compile(r"/chats/[0-9a-f-]{36}/$"), timeout=30_000)
+    modes = page.get_by_role("group", name="Mode", exact=True).get_by_role("button")
+    expect(modes).to_have_text(["Default", "Auto"])  # the agent's modes its web_modes name
+    expect(page.get_by_role("button", name="Default", exact=True)).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    page.get_by_role("button", name="Auto", exact=True).click()
+    # The runner switched the agent and reported its mode back: the control follows.
+    expect(page.get_by_role("button", name="Auto", exact=True)).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    expect(page.get_by_role("button", name="Default", exact=True)).to_have_attribute(
+        "aria-pressed", "false"
+    )
+    screenshot(page, "host-modes-run")
+    assert page_errors == []

@@ -27,10 +27,19 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from activity.core import groups
-from activity.models import Chat, Membership, Role, ToolActivity, Workspace
+from activity.models import (
+    Chat,
+    InferenceAttempt,
+    Membership,
+    Prompt,
+    Role,
+    ToolActivity,
+    Workspace,
+)
 from activity.models.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
 from activity.wire.hostframes import ListDir, Listing, Start
-from tests.integration.test_runner import children, eventually
+from tests.integration.test_drive import Person
+from tests.integration.test_runner import children, eventually, open_prompt
 from tests.liveserver import BASE_DIR, REDIS_URL, Server, child_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -341,25 +350,125 @@ def test_an_agent_token_is_no_host_token(server: Server, acme: Workspace, disk: 
     assert code == 2 and "refused the host token" in err, err
 
 
-def readme_host_line() -> str:
-    """The host's command line as README.md writes it (continuations joined)."""
+DEMO_AGENT = BASE_DIR / "activity" / "runner" / "demo_agent.py"
+
+
+def demo_config(tmp_path: Path, root: Path) -> Path:
+    """A host.toml offering the demo agent (modes default and auto) twice: as "Demo agent",
+    which the web may switch between both, and as "Planner", declared with a mode it lacks."""
+    command = f"command = [{str(sys.executable)!r}, {str(DEMO_AGENT)!r}]"
+    config = tmp_path / "host.toml"
+    config.write_text(
+        f'name = "build-box"\nroots = [{str(root)!r}]\n\n'
+        f'[agents.demo]\nlabel = "Demo agent"\n{command}\nweb_modes = ["default", "auto"]\n\n'
+        f'[agents.planner]\nlabel = "Planner"\n{command}\nweb_modes = ["plan"]\n'
+    )
+    return config
+
+
+def test_a_host_from_a_config_offers_labels_and_its_runs_switch_modes_from_the_web(
+    server: Server, acme: Workspace, host_token: str, disk: Path, tmp_path: Path
+) -> None:
+    words = [sys.executable, "manage.py", "agent", "host", "--server", server.ws_url]
+    running = HostProcess(
+        words + ["--config", str(demo_config(tmp_path, disk))], KORUWEB_TOKEN=host_token
+    )
+    found = online_host()
+    assert found.agent_labels == ["Demo agent", "Planner"]
+    user = person(acme, "alice", Role.APPROVER)
+    alice, driver = Web(server, user), Person(server, user)
+    _, form, _ = alice.get(f"/runs/new?host={found.pk}")
+    assert '<option value="demo" selected>Demo agent</option>' in form
+    assert '<option value="planner">Planner</option>' in form and "demo_agent.py" not in form
+
+    fields = {"host": str(found.pk), "agent": "demo", "root": str(disk), "path": "project"}
+    status, _, starting = alice.post("/runs/new/start", "/runs/new", {**fields, "prompt": "Fix it"})
+    assert status == 302
+    chat_id = uuid.UUID(
+        eventually(functools.partial(landed, alice, starting), within=30).split("/")[2]
+    )
+    chat = eventually(lambda: Chat.objects.filter(pk=chat_id).exclude(web_modes=[]).first())
+    assert chat.web_modes == ["default", "auto"]  # the runner was given the declared modes
+    assert [mode["id"] for mode in chat.web_choices] == ["default", "auto"]
+    _, page, _ = alice.get(f"/chats/{chat_id}/")
+    assert 'name="mode" value="auto"' in page  # the run's page shows its mode control
+    asked = open_prompt(chat_id)  # in mode default the demo agent asks before it edits
+    status, _ = driver.choose(chat_id, "auto")
+    assert status == 302
+    eventually(lambda: Chat.objects.filter(pk=chat_id, mode="auto").first())  # the agent took it
+    driver.allow(asked)
+    eventually(
+        lambda: InferenceAttempt.objects.filter(chat_id=chat_id, ended_at__isnull=False).exists(),
+        within=30,
+    )
+    status, _ = driver.send(chat_id, "Fix it again")
+    assert status == 302
+
+    def second_turn_ended() -> bool:
+        ended = InferenceAttempt.objects.filter(chat_id=chat_id, ended_at__isnull=False)
+        return ended.count() == 2
+
+    eventually(second_turn_ended, within=30)
+    # In mode auto the agent edited without asking: the first turn's prompt is the only one.
+    assert list(Prompt.objects.filter(chat_id=chat_id)) == [asked]
+    code, err = running.stop()
+    assert code == 130 and "mode 'auto' (asked from the web by alice)" in err, err
+
+
+def test_a_declared_mode_the_agent_lacks_fails_the_start_listing_the_agents_modes(
+    server: Server, acme: Workspace, host_token: str, disk: Path, tmp_path: Path
+) -> None:
+    words = [sys.executable, "manage.py", "agent", "host", "--server", server.ws_url]
+    running = HostProcess(
+        words + ["--config", str(demo_config(tmp_path, disk))], KORUWEB_TOKEN=host_token
+    )
+    found = online_host()
+    alice = Web(server, person(acme, "alice", Role.APPROVER))
+    fields = {"host": str(found.pk), "agent": "planner", "root": str(disk), "prompt": "Fix it"}
+    status, _, starting = alice.post("/runs/new/start", "/runs/new", fields)
+    assert status == 302
+    failed = eventually(lambda: refused(HostRun.objects.get()), within=30)
+    said = "planner did not start: the agent has no mode 'plan' (web_modes); its modes: "
+    assert failed.error.startswith(said) and "default (Default), auto (Auto)" in failed.error
+    assert failed.token is not None and failed.token.revoked_at is not None
+    status, page, _ = alice.get(starting)  # the New run page says why
+    assert status == 200 and "has no mode &#x27;plan&#x27;" in page
+    assert "default (Default), auto (Auto)" in page
+    code, err = running.stop()
+    assert code == 130, err
+
+
+def landed(web: Web, starting: str) -> str:
+    status, _, location = web.get(starting)
+    return location if status == 302 else ""
+
+
+def readme_host_line(flag: str) -> str:
+    """The host's command line with ``flag`` as README.md writes it (continuations joined)."""
     text = (BASE_DIR / "README.md").read_text().replace("\\\n", " ")
     lines = [" ".join(line.split()) for line in text.splitlines() if "manage.py agent host" in line]
     assert lines, "README.md shows no `manage.py agent host` line"
-    return next(line for line in lines if ".venv/bin/python manage.py" in line)
+    return next(line for line in lines if ".venv/bin/python manage.py" in line and flag in line)
 
 
-def test_the_readme_host_line_runs_as_written(
-    server: Server, acme: Workspace, host_token: str
-) -> None:
-    line = readme_host_line().replace("ws://127.0.0.1:8000", server.ws_url)
+def readme_host(server: Server, host_token: str, flag: str, **paths: str) -> HostProcess:
+    """The README's host line with ``flag``, run as written (its server this test's, and each
+    of ``paths``' file names where this test wrote it)."""
+    line = readme_host_line(flag).replace("ws://127.0.0.1:8000", server.ws_url)
     words = [w.replace("HOST_TOKEN", host_token) for w in shlex.split(line)]
+    words = [paths.get(word, word) for word in words]
     env = {}
     while "=" in words[0] and not words[0].startswith("-"):  # NAME=VALUE before the command
         name, _, value = words.pop(0).partition("=")
         env[name] = value
     assert env == {"KORUWEB_TOKEN": host_token}  # the token is not on the command line
-    running = HostProcess(words, **env)
+    return HostProcess(words, **env)
+
+
+def test_the_readme_host_line_runs_as_written(
+    server: Server, acme: Workspace, host_token: str
+) -> None:
+    running = readme_host(server, host_token, "--agent")
     found = online_host()
     assert found.agent_names == ["demo"] and found.roots == [str(BASE_DIR)]
     assert running.page == f"{server.url}/workspaces/acme/"
@@ -369,6 +478,37 @@ def test_the_readme_host_line_runs_as_written(
     assert status == 302
     try:
         eventually(lambda: ToolActivity.objects.exists(), within=30)  # the demo agent at work
+    finally:
+        code, err = running.stop()
+    assert code == 130, err
+
+
+def test_the_readme_host_toml_and_its_line_run_as_written(
+    server: Server, acme: Workspace, host_token: str, tmp_path: Path
+) -> None:
+    readme = (BASE_DIR / "README.md").read_text()
+    toml = readme[readme.index("```toml\n") + 8 :]
+    config = tmp_path / "host.toml"
+    config.write_text(toml[: toml.index("```")])
+    running = readme_host(server, host_token, "--config", **{"host.toml": str(config)})
+    found = online_host()
+    assert (found.name, found.max_runs, found.roots) == ("build-box", 4, [str(BASE_DIR)])
+    [demo] = found.agents
+    assert (demo["name"], demo["label"], demo["web_modes"]) == (
+        "demo",
+        "Demo agent",
+        ["default", "auto"],
+    )
+    alice = Web(server, person(acme, "alice", Role.APPROVER))
+    fields = {"host": str(found.pk), "agent": "demo", "root": str(BASE_DIR), "path": "activity"}
+    status, _, starting = alice.post("/runs/new/start", "/runs/new", {**fields, "prompt": "Fix it"})
+    assert status == 302
+    try:
+        chat_id = uuid.UUID(
+            eventually(functools.partial(landed, alice, starting), 30).split("/")[2]
+        )
+        chat = eventually(lambda: Chat.objects.filter(pk=chat_id).exclude(web_modes=[]).first())
+        assert chat.web_modes == ["default", "auto"]
     finally:
         code, err = running.stop()
     assert code == 130, err

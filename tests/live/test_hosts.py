@@ -272,6 +272,42 @@ def test_what_the_host_would_refuse_is_refused_in_words_and_nothing_is_sent(
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_a_hello_keeps_each_agents_label_and_web_modes_and_new_run_shows_labels_only(
+    tokens, acme
+):
+    socket = WebsocketCommunicator(
+        application, "/ws/host/", headers=[(b"authorization", f"Bearer {tokens['host']}".encode())]
+    )
+    assert (await socket.connect())[0]
+    demo = {"name": "demo", "command": "/venv/bin/python /srv/demo_agent.py", "label": "Demo"}
+    agents = [{**demo, "web_modes": ["default", "auto"]}, HELLO["agents"][0]]  # type: ignore[index]
+    await socket.send_json_to({**HELLO, "agents": agents})
+    assert (await socket.receive_json_from(timeout=5))["type"] == "welcome"
+    host = await AgentHost.objects.aget(name="build-box")
+    assert host.agents[0]["label"] == "Demo" and host.agents[0]["web_modes"] == ["default", "auto"]
+    assert host.agent_labels == ["Demo", "sdk"]  # an agent without a label goes by its name
+
+    @database_sync_to_async
+    def new_run_page() -> str:
+        user = User.objects.create_user("alice")
+        acme.memberships.create(user=user, role="approver")
+        client = Client()
+        client.force_login(user)
+        # A start the host does not offer: the form comes back without asking for a listing.
+        fields = {"host": str(host.pk), "agent": "nope", "root": ROOT, "prompt": "basic"}
+        response = client.post("/runs/new/start", fields)
+        assert response.status_code == 409
+        return response.content.decode()
+
+    page = await new_run_page()
+    assert '<option value="demo">Demo</option>' in page and '<option value="sdk"' in page
+    assert "Demo, sdk" in page  # the host's line lists its agents by label
+    assert "demo_agent.py" not in page and "sdk_agent.py" not in page  # never a command line
+    await socket.disconnect()
+    await database_sync_to_async(connections.close_all)()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_an_offline_host_is_an_error_not_a_wait(online_host, as_approver):
     AgentHost.objects.filter(pk=online_host.pk).update(online=False)
     response = as_approver.post("/runs/new/start", start_post(online_host))

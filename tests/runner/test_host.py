@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 
 from activity.runner import cli
 from activity.runner import host as host_process
+from activity.runner.hostconfig import Agent
 from activity.runner.hostdirs import Outside, listing, real_roots, resolve
 from activity.runner.link import TOKEN_VARIABLE, RetryLater
 from activity.wire.frames import CLOSE_RATE, PROTOCOL_VERSION, rate_reason
@@ -117,7 +119,7 @@ def host_with(roots: list[str], max_runs: int = 4) -> host_process.Host:
         server="ws://127.0.0.1:1",
         token="t",
         name="box",
-        agents={"sdk": ["true"]},
+        agents={"sdk": Agent("sdk", ["true"], "SDK agent", ["default", "auto"])},
         roots=roots,
         max_runs=max_runs,
     )
@@ -215,6 +217,17 @@ def test_the_hello_says_which_process_it_is_its_most_runs_and_the_runs_it_runs_n
     assert hello.instance == host.instance and host_with([str(tmp_path)]).instance != host.instance
 
 
+def test_the_hello_carries_each_agents_label_and_web_modes_and_an_older_hello_still_reads():
+    hello = host_with(["/srv"]).hello()
+    [agent] = hello.agents
+    assert (agent.name, agent.label, agent.web_modes) == ("sdk", "SDK agent", ["default", "auto"])
+    assert agent.command == "true"  # shown to the workspace's admins, never on New run
+    older = HostHello.model_validate(HELLO)  # a host from before labels and web modes
+    assert older.agents[0].label == "" and older.agents[0].web_modes == []
+    newer = {**HELLO, "agents": [{"name": "sdk", "command": "x", "icon": "a field it lacks"}]}
+    assert HostHello.model_validate(newer).agents[0].name == "sdk"  # fields it lacks: ignored
+
+
 @pytest.mark.parametrize("path", ["a\x00b", "x" * 300], ids=["nul", "name-too-long"])
 async def test_a_start_the_host_cannot_carry_out_is_reported_failed_at_once(tmp_path, path):
     host = host_with([str(tmp_path)])
@@ -303,6 +316,8 @@ async def handed_over(host: host_process.Host, frame: Start, out: Path) -> None:
     )
     assert handed["rest"] == "" and TOKEN_VARIABLE not in handed["env"]
     assert "--from-host" in handed["argv"] and "--prompt" not in " ".join(handed["argv"])
+    argv = handed["argv"]
+    assert argv[argv.index("--web-modes") + 1] == "default,auto"  # the agent's declared modes
 
 
 def test_a_runner_from_a_host_reads_its_handoff_from_stdin(monkeypatch):
@@ -330,3 +345,118 @@ def test_a_runner_from_a_host_without_a_handoff_is_a_usage_error(monkeypatch):
     os.close(write)
     monkeypatch.setattr(sys, "stdin", os.fdopen(read, "r"))
     assert cli.agent(["--server", "ws://x", "--from-host", "--", "agent"]) == 1
+
+
+# --- koruweb host --config host.toml ------------------------------------------------------------
+
+GOOD_CONFIG = """
+name = "build-box"
+max_runs = 2
+roots = ["code", "~"]
+
+[agents.demo]
+label = "Demo agent"
+command = "python3 tools/agent.py --fast"
+web_modes = ["default", "auto"]
+
+[agents.plain]
+command = ["python3", "-c", "pass"]
+"""
+
+
+def write_config(tmp_path: Path, text: str) -> str:
+    (tmp_path / "code").mkdir(exist_ok=True)
+    (tmp_path / "tools").mkdir(exist_ok=True)
+    (tmp_path / "tools" / "agent.py").write_text("")
+    path = tmp_path / "host.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_config_file_declares_the_hosts_name_roots_and_agents_with_labels_and_web_modes(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # relative paths are taken from where the host starts
+    config = write_config(tmp_path, GOOD_CONFIG)
+    options = host_process.parse(["--server", "ws://x", "--token", "t", "--config", config])
+    assert (options.name, options.max_runs) == ("build-box", 2)
+    assert options.roots == [str(tmp_path / "code"), os.path.expanduser("~")]
+    demo, plain = options.agents["demo"], options.agents["plain"]
+    python3 = shutil.which("python3")
+    # Made absolute: a run works in a directory of its own.
+    assert demo.command == [python3, str(tmp_path / "tools" / "agent.py"), "--fast"]
+    assert (demo.label, demo.web_modes) == ("Demo agent", ["default", "auto"])
+    assert (plain.label, plain.web_modes, plain.command[1:]) == ("", [], ["-c", "pass"])
+    flags = ["--name", "other", "--max-runs", "3"]  # the command line wins over the file
+    options = host_process.parse(["--server", "ws://x", "--token", "t", "--config", config, *flags])
+    assert (options.name, options.max_runs) == ("other", 3)
+
+
+BAD_CONFIGS = {
+    "not-toml": ("roots = [", "not TOML"),
+    "unknown-key": ("root = 'x'\n" + GOOD_CONFIG, "host.toml: root: unknown key"),
+    "unknown-agent-key": (
+        GOOD_CONFIG.replace('label = "Demo agent"', 'mode = "auto"'),
+        "host.toml: agents.demo.mode: unknown key (it takes: label, command, web_modes)",
+    ),
+    "max-runs-type": (
+        GOOD_CONFIG.replace("max_runs = 2", 'max_runs = "2"'),
+        "host.toml: max_runs: give a whole number from 1 to 1000",
+    ),
+    "no-command": (
+        GOOD_CONFIG.replace('command = ["python3", "-c", "pass"]', 'label = "Plain"'),
+        "host.toml: agents.plain.command: missing",
+    ),
+    "command-not-found": (
+        GOOD_CONFIG.replace("python3 tools", "no-such-agent-acp tools"),
+        "host.toml: agents.demo.command: the command 'no-such-agent-acp' was not found",
+    ),
+    "command-type": (
+        GOOD_CONFIG.replace('["python3", "-c", "pass"]', "42"),
+        "host.toml: agents.plain.command: give a string or a list of strings",
+    ),
+    "root-not-a-directory": (
+        GOOD_CONFIG.replace('"code"', '"tools/agent.py"'),
+        "host.toml: roots[0]: 'tools/agent.py' is not a directory",
+    ),
+    "no-roots": (GOOD_CONFIG.replace('roots = ["code", "~"]', ""), "host.toml: roots: missing"),
+    "no-agents": ('roots = ["code"]', "host.toml: agents: missing"),
+    "web-modes-type": (
+        GOOD_CONFIG.replace('["default", "auto"]', '"auto"'),
+        "host.toml: agents.demo.web_modes: give a list of the agent's mode ids",
+    ),
+    "label-type": (
+        GOOD_CONFIG.replace('"Demo agent"', "true"),
+        "host.toml: agents.demo.label: give one line of at most 100 characters",
+    ),
+    "agent-name": (
+        GOOD_CONFIG.replace("[agents.plain]", '[agents."rm -rf"]'),
+        "host.toml: agents.rm -rf: an agent's name is letters, digits and ._-",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CONFIGS, ids=list(BAD_CONFIGS))
+def test_a_bad_config_file_is_a_bad_command_line_naming_the_file_and_the_key(
+    tmp_path, monkeypatch, capsys, case
+):
+    monkeypatch.chdir(tmp_path)
+    text, said = BAD_CONFIGS[case]
+    config = write_config(tmp_path, text)
+    assert host_process.main(["--server", "ws://x", "--token", "t", "--config", config]) == 3
+    err = capsys.readouterr().err
+    assert said in err and config in err, err
+
+
+def test_a_missing_config_file_and_a_config_mixed_with_agent_flags_are_refused(tmp_path, capsys):
+    missing = str(tmp_path / "nowhere.toml")
+    assert host_process.main(["--server", "ws://x", "--token", "t", "--config", missing]) == 3
+    assert f"{missing}: no such file" in capsys.readouterr().err
+    config = write_config(tmp_path, GOOD_CONFIG)
+    mixed = ["--config", config, "--agent", "a=true"]
+    assert host_process.main(["--server", "ws://x", "--token", "t", *mixed]) == 3
+    assert "not with --agent or --root" in capsys.readouterr().err
+    assert host_process.main(["--server", "ws://x", "--token", "t"]) == 3
+    assert "give --config host.toml, or --agent NAME=COMMAND and --root DIR" in (
+        capsys.readouterr().err
+    )
