@@ -288,21 +288,23 @@ async def test_a_hello_keeps_each_agents_label_and_web_modes_and_new_run_shows_l
     assert host.agent_labels == ["Demo", "sdk"]  # an agent without a label goes by its name
 
     @database_sync_to_async
-    def new_run_page() -> str:
+    def new_run_page() -> tuple[str, str]:
         user = User.objects.create_user("alice")
-        acme.memberships.create(user=user, role="approver")
+        acme.memberships.create(user=user, role="admin")
         client = Client()
         client.force_login(user)
         # A start the host does not offer: the form comes back without asking for a listing.
         fields = {"host": str(host.pk), "agent": "nope", "root": ROOT, "prompt": "basic"}
         response = client.post("/runs/new/start", fields)
         assert response.status_code == 409
-        return response.content.decode()
+        return response.content.decode(), client.get("/workspaces/acme/").content.decode()
 
-    page = await new_run_page()
+    page, workspace = await new_run_page()
     assert '<option value="demo">Demo</option>' in page and '<option value="sdk"' in page
     assert "Demo, sdk" in page  # the host's line lists its agents by label
     assert "demo_agent.py" not in page and "sdk_agent.py" not in page  # never a command line
+    # The workspace page tells its admins what each agent is: the label, its name, its modes.
+    assert "<strong>Demo</strong> (demo) · modes the web may choose: default, auto" in workspace
     await socket.disconnect()
     await database_sync_to_async(connections.close_all)()
 
