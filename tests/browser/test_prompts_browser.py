@@ -112,11 +112,12 @@ def test_the_diff_is_in_the_prompt_before_answering_and_on_the_row_after_reject_
     for viewer, size in ((desktop, "desktop"), (phone, "phone")):
         box = viewer.locator(f"#tool-{row.id} .prompt-box")
         expect(box.locator(".asked-title")).to_have_text("The agent asks: Edit notes.txt")
+        if size == "phone":  # pinned, a phone folds the change: one tap away
+            viewer.get_by_role("button", name="Show the change").click()
         expect(box.locator(".asked .diff-path")).to_have_text("home/ana/project/notes.txt")
         expect(box.locator(".asked .diff-counts")).to_have_text("+1 −0")
         expect(box.locator(".asked tr.add")).to_contain_text("second line!")
-        box.scroll_into_view_if_needed()  # below the filter bar on a phone: centred, as W does
-        expect(box.locator(".asked tr.add")).to_be_in_viewport()  # in view, nothing to unfold
+        expect(box.locator(".asked tr.add")).to_be_in_viewport()  # pinned in view
         expect(box.get_by_role("button", name="No")).to_be_in_viewport()
         expect(badge(viewer, row)).to_have_text("Waiting for you", use_inner_text=True)
         assert overflowing(viewer, f"#tool-{row.id} .prompt-box") == []
