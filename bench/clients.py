@@ -28,7 +28,7 @@ from websockets.uri import parse_uri
 from tests import frames
 
 TR = re.compile(r'<tr id="tool-([^"]+)"(.*?)</tr>', re.S)
-LABEL = re.compile(r"<summary>(c\d+) #(\d+)</summary>")
+LABEL = re.compile(r"<summary[^>]*>(?:<bdi>)?(c\d+) #(\d+)(?:</bdi>)?</summary>")  # id, aria, <bdi>
 OOB = ' hx-swap-oob="outerMorph"'
 OUTPUT = "collected 12 items; tests/test_parser.py::test_case PASSED [{0:3d}%] in {1:.2f}s"
 

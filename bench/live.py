@@ -27,12 +27,13 @@ if __name__ == "__main__":  # run as a script: import the repo, not bench/, as t
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import math  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from bench import data  # noqa: E402
+from bench import data, probe  # noqa: E402
 from bench.probe import (  # noqa: E402
     Level,
     Target,
@@ -174,7 +175,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "baseline), onepush (each change pushed alone); default all four",
     )
     p.add_argument("--keep", action="store_true", help="keep the temp dir (SQLite, logs)")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a few seconds against koruweb and bare at 50 and 200/s, 3 viewers, no\n"
+        "waiting for a quiet machine: exit 1 if any update is missed or any\n"
+        "latency cannot be computed (make test runs it: the bench cannot break\n"
+        "silently; it times nothing)",
+    )
     args = p.parse_args(argv)
+    if args.smoke:
+        args.targets, args.seconds, args.idle = "koruweb,bare", 0, 0
+        args.steady, args.steady_viewers, args.repeat = 1, 3, 1
+        probe.QUIET = False
     args.viewers = [int(n) for n in args.viewers.split(",")]
     args.targets = args.targets.split(",")
     return args
@@ -221,6 +234,15 @@ def main(argv: list[str]) -> int:
     say("")
     say(summary(args, report))
     failed = any(report.screens.values())
+    if args.smoke:
+        unmeasured = [
+            f"{name} at {rate}/s: missed {one.missed}, worst p99 {one.worst_p99}"
+            for (name, rate), probes in report.steady.items()
+            for one in probes
+            if one.missed or not math.isfinite(one.worst_p99)
+        ]
+        say("\n".join(["the bench did not measure:", *unmeasured]) if unmeasured else "measured")
+        failed = failed or bool(unmeasured) or not report.steady
     return 1 if failed else 0
 
 

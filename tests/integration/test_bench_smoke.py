@@ -1,0 +1,28 @@
+"""The bench cannot break silently (bench/README.md): a few seconds of ``bench/live.py --smoke``
+against koruweb and the bare websockets baseline, 3 viewers at 50 and 200 updates/s. It fails
+if any update never reaches a viewer's screen or any latency cannot be computed (a viewer that
+no longer recognises the page's rows counts every update as missed). It times nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from django.conf import settings
+
+
+def test_the_bench_sees_every_update_reach_every_viewer_on_koruweb_and_on_the_baseline():
+    done = subprocess.run(
+        [sys.executable, "bench/live.py", "--smoke"],
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert said.rstrip().endswith("measured") or "\nmeasured\n" in said, said
+    assert "inf ms" not in said and "missed 0" in said, said
+    for target in ("koruweb", "bare websockets"):
+        assert f"{target} screens equal the source: yes" in said, said
