@@ -98,6 +98,16 @@ class Chat(models.Model):
         return self.title or str(self.id)
 
     @property
+    def display_name(self) -> str:
+        """What people call the run wherever it is named (its page and tab, the runs list, the
+        inbox, search, exports): its title, else its agent's run and when it started. Made of
+        the chat's own fields: a list of runs pays no query for it."""
+        if self.title:
+            return self.title
+        when = timezone.localtime(self.created_at).strftime("%-d %b %Y, %H:%M")
+        return f"{self.agent_name or 'Agent'} run, {when}"
+
+    @property
     def takes_prompts(self) -> bool:
         """The web may send this run a message now: it allows it, and its runner is
         connected or stays (a message waits for a runner that stays, never for one that left)."""

@@ -110,7 +110,7 @@ def chat_markdown(
     chat: Chat, turns: Iterable[tuple[InferenceAttempt, str, list[ToolActivity]]]
 ) -> str:
     parts = [
-        f"# {chat.title or 'Untitled run'}",
+        f"# {chat.display_name}",
         "",
         f"Agent: {chat.agent_name} {chat.agent_version}".rstrip(),
         "",

@@ -261,8 +261,9 @@ def test_a_waiting_prompt_is_two_keys_away_is_read_out_and_rows_are_named(
     ).to_be_visible()
 
     row = asking_turn(runner)  # arrives live
-    expect(page.locator("#prompt-announcer")).to_contain_text(
-        f"New prompt: The agent asks: {ASKED}"
+    expect(page.locator("#prompt-announcer")).to_have_text(  # one sentence, never the table
+        f"New prompt on “Fix the failing greeting test”: the agent asks: {ASKED}."
+        " Alt+Shift+W goes to it, then 1 answers “Allow once”."
     )
     prompt = page.locator(f"#tool-{row.id} .prompt-box")
     page.keyboard.press("Alt+Shift+KeyW")  # its shortcut, from wherever the focus is

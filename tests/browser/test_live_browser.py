@@ -7,6 +7,7 @@ server crash, and catch up on whatever it missed, ending equal to the database.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any
@@ -46,7 +47,11 @@ def test_a_viewer_sees_a_turn_its_tool_row_and_its_reply_arrive_live_with_agent_
     log_in(page, team.viewer, then=f"/chats/{runner.chat_id}/")
     open_chat(page, live, runner.chat_id)
     same_document = reload_marker(page)
-    expect(page.locator("#chat-head h1")).to_have_text("Untitled run")
+    # Untitled yet: named by its agent and start, on the page and in the tab alike.
+    expect(page.locator("#chat-head h1")).to_have_text(
+        re.compile(r"^\S+ run, \d+ \w+ \d{4}, \d\d:\d\d$")
+    )
+    expect(page).to_have_title(re.compile(r"^\S+ run, \d+ \w+ \d{4}, \d\d:\d\d · koruweb$"))
     expect(page.locator("#chat-head [data-runner]")).to_have_text("runner connected")
 
     runner.send(
@@ -54,6 +59,7 @@ def test_a_viewer_sees_a_turn_its_tool_row_and_its_reply_arrive_live_with_agent_
         frames.tool_call(2, "call_1", "Read <b>README</b>.md", kind="read", status="pending"),
     )
     expect(page.locator("#chat-head h1")).to_have_text("Fix the flaky test")
+    expect(page).to_have_title("Fix the flaky test · koruweb")  # the tab follows the push
     expect(page.locator(f"#turn-{attempt} .prompt-text")).to_contain_text("Make the build green")
     row = row_of(runner, "call_1")
     expect(page.locator(f"#details-{row.id} > summary")).to_have_text("Read <b>README</b>.md")

@@ -8,6 +8,7 @@ The tests wait for states, never for times. Screenshots at a desktop's size and 
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -72,10 +73,14 @@ def test_a_person_watching_sees_another_appear_when_they_open_the_run_and_go_whe
     sign_in(page, team.viewer)
     open_chat(page, live, runner.chat_id)
     expect(watchers(page)).to_have_text(["alice"])
-    expect(page.locator("#watching")).to_have_attribute("aria-live", "polite")
+    # The list is no live region: nothing is read out as the page loads; who comes and goes is.
+    expect(page.locator("#watching")).not_to_have_attribute("aria-live", re.compile(".*"))
+    expect(page.locator("#watching-said")).to_have_text("")
 
     bobs = on_the_run(new_page, team, runner, "bob")
     expect(watchers(page)).to_have_text(["alice", "bob"])
+    expect(page.locator("#watching-said")).to_have_text("bob started watching.")
+    expect(bobs.locator("#watching-said")).to_have_text("")  # bob's own arrival is no news to him
     expect(watchers(bobs)).to_have_text(["alice", "bob"])
     # The list comes beside the version chain: the page still follows the run, live.
     attempt = uuid.uuid4()
@@ -100,6 +105,7 @@ def test_a_person_watching_sees_another_appear_when_they_open_the_run_and_go_whe
     second_tab.close()
     bobs.close()  # bob's last tab: he goes from every list
     expect(watchers(page)).to_have_text(["alice"])
+    expect(page.locator("#watching-said")).to_have_text("bob stopped watching.")
     expect_screen_equals_database(page, runner.chat_id)
     assert page_errors == []
 

@@ -304,7 +304,8 @@ def test_the_chat_page_lists_its_reader_and_whoever_else_watches(acme, as_viewer
     chat = run(acme, frames.turn_started(1, uuid.uuid4(), uuid.uuid4(), title="Fix it"))
     html = as_viewer.get(f"/chats/{chat.pk}/").content.decode()
     region = html[html.index('id="watching"') :]
-    assert 'aria-live="polite"' in html[html.index('<section id="watching"') :][:200]
+    assert "aria-live" not in html[html.index('<section id="watching"') :][:200]  # never on load
+    assert re.search(r'id="watching-said"[^>]*aria-live="polite"', html)  # who comes and goes
     assert re.findall(r'data-name="([^"]*)"', region) == ["bob"]  # about to watch: listed
     assert f'/ws/chats/{chat.pk}/?watching=1"' in html
     watching.store().put(chat.pk, watching.entry(acme_approver.pk, "x"), time.time() + 60)

@@ -222,6 +222,10 @@ def test_the_inbox_shows_a_question_as_its_form_never_as_json(acme, as_approver:
     assert '<input type="radio" name="question_0" value="Postgres">' in shown
     assert 'name="question_0_other"' in shown
     assert "questions: [" not in page and "&quot;question&quot;" not in page  # the input's JSON
+    # Said once where people see it; the form's fieldset is still named by it for screen readers.
+    seen = re.sub(r'<span class="visually-hidden">[^<]*</span>', "", shown)
+    assert seen.count("Which database should I use?") == 1
+    assert '<span class="visually-hidden">Which database should I use?</span></legend>' in shown
 
 
 def question(seq: int, request_id: int, call_id: str) -> dict[str, Any]:

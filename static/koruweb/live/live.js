@@ -214,7 +214,18 @@
     asked = false;
     live.dataset.version = String(shown);
     settled();
+    retitle();
   });
+
+  // The tab names the run as its head does, once a push renamed it (a run's title comes with its
+  // first turn); needs.js keeps the "(n) " of what waits for this person in front of it.
+  const retitle = () => {
+    const name = document.querySelector("#chat-head h1")?.textContent.trim();
+    if (!name) return;
+    const [, waiting = ""] = document.title.match(/^(\(\d+\) )?/) || [];
+    const title = `${waiting}${name} · koruweb`;
+    if (document.title !== title) document.title = title;
+  };
 
   show("connecting");
 })();

@@ -16,28 +16,59 @@
     if (prompt) jump.setAttribute("href", `#${prompt.id}`);
   };
 
-  // What a prompt asks, in one line for a screen reader.
+  // What a prompt asks, in one sentence for a screen reader: its title, the command or the files
+  // it would change — never the diff or the buttons run together.
+  const said = (root, selector) => root.querySelector(selector)?.textContent.replace(/\s+/g, " ").trim() || "";
   const asked = (prompt) => {
-    const words = prompt.querySelector(".asked");
-    const text = (words ? words.textContent : "The agent asks for an answer").replace(/\s+/g, " ").trim();
-    return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+    let what = said(prompt, ".asked-title").replace(/^The agent asks:\s*/, "") || "an answer";
+    const command = said(prompt, ".asked-command pre.command");
+    if (command && command !== what) what += `: ${command}`;
+    const files = [...prompt.querySelectorAll(".asked-diff .diff-path")].map((path) => path.textContent.trim());
+    if (files.length && !files.some((file) => what.includes(file.split("/").pop()))) what += ` (${files.join(", ")})`;
+    return what.length > 200 ? `${what.slice(0, 200)}…` : what;
+  };
+  const where = () => {
+    const run = said(document, "#chat-head h1");
+    return run ? ` on “${run}”` : "";
+  };
+  const firstChoice = (prompt) => {
+    const label = said(prompt, 'button[data-key="1"]');
+    return label ? `, then 1 answers “${label}”` : "";
   };
 
   const announced = new Set();
   const announce = (prompts) => {
     const region = document.getElementById("prompt-announcer");
     if (!region || !prompts.length) return;
-    const first = asked(prompts[0]);
     const more = prompts.length > 1 ? ` ${prompts.length - 1} more prompt${prompts.length > 2 ? "s" : ""} wait too.` : "";
+    const line = `New prompt${where()}: the agent asks: ${asked(prompts[0])}. Alt+Shift+W goes to it${firstChoice(prompts[0])}.${more}`;
     // Emptied first, so the same words said twice are read twice.
     region.textContent = "";
     setTimeout(() => {
-      region.textContent = `New prompt: ${first}.${more} Alt+Shift+W jumps to it.`;
+      region.textContent = line;
     }, 50);
+  };
+
+  // Who watches, read out when it changes: never for the page's own load, never oneself.
+  const me = said(document, "form.logout span");
+  let watchers = null;
+  const watching = () => {
+    const region = document.getElementById("watching-said");
+    const list = document.getElementById("watching");
+    if (!region || !list) return;
+    const now = new Set([...list.querySelectorAll(".watcher")].map((person) => person.dataset.name));
+    const before = watchers;
+    watchers = now;
+    if (before === null) return;
+    const came = [...now].filter((name) => !before.has(name) && name !== me);
+    const left = [...before].filter((name) => !now.has(name) && name !== me);
+    const lines = [...came.map((name) => `${name} started watching`), ...left.map((name) => `${name} stopped watching`)];
+    if (lines.length) region.textContent = `${lines.join("; ")}.`;
   };
 
   const scan = (initial) => {
     syncJump();
+    watching();
     const fresh = [];
     document.querySelectorAll(WAITING).forEach((prompt) => {
       if (announced.has(prompt.id)) return;
