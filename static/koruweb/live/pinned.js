@@ -94,10 +94,10 @@
     const at = all.findIndex((one) => one.id === pinnedId) + 1;
     bar.querySelector(".pinned-count").textContent = all.length > 1 ? `Waiting for you · ${at} of ${all.length}` : "Waiting for you";
     for (const name of ["previous", "next"]) bar.querySelector(`[data-pin="${name}"]`).hidden = all.length < 2;
-    const folded = box.querySelector(".asked-diff, .asked pre.input");
+    const folded = box.querySelector(".asked-diff") ? "change" : box.querySelector(".asked pre.input") && "input";
     const more = bar.querySelector('[data-pin="more"]');
     more.hidden = !folded;
-    more.textContent = expanded ? "Hide the change" : "Show the change";
+    more.textContent = `${expanded ? "Hide" : "Show"} the ${folded || "change"}`;
     more.setAttribute("aria-expanded", String(expanded));
     const row = box.closest("tr.tool");
     bar.querySelector(".pinned-where").href = row ? `#${row.id}` : `#${box.id}`;
