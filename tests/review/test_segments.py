@@ -59,7 +59,9 @@ def test_a_page_of_a_long_turn_starts_at_its_first_call_and_ends_before_the_next
 
 def test_the_markdown_transcript_reads_in_the_same_order():
     run, edit = call("run", TEXT.index(" The")), call("edit", TEXT.index(" Done"))
-    chat = type("Chat", (), {"title": "T", "agent_name": "demo", "agent_version": "1"})()
+    chat = type(
+        "Chat", (), {"title": "T", "display_name": "T", "agent_name": "demo", "agent_version": "1"}
+    )()
     attempt = type("Attempt", (), {"prompt": "Fix it", "ended_at": None})()
     text = chat_markdown(chat, [(attempt, TEXT, [run, edit])])
     places = [
