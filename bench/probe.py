@@ -22,6 +22,7 @@ from bench.servers import Child, Team, cpu_by_pid, machine_busy_seconds, store_p
 from tests import frames
 
 LIMIT = 0.100  # no viewer more than 100 ms behind at p99
+SATURATED = 0.9  # the load's share of a core past which a figure measures the load (load_bound)
 NOISE = 0.25  # a probe during which other processes used more than this share of a core is redone
 
 
@@ -84,6 +85,12 @@ class Probe:
     def ok(self) -> bool:
         return self.missed == 0 and self.worst_p99 <= LIMIT and self.achieved >= 0.95 * self.rate
 
+    @property
+    def load_bound(self) -> bool:
+        """The load (one agent, the viewers: this process) used nearly a whole core: the figure
+        says how fast the load reads, not how fast the server pushes, and is not a valid one."""
+        return self.client_cpu >= SATURATED
+
     def pct(self, q: float) -> float:
         return quantile(self.latencies, q)
 
@@ -96,6 +103,7 @@ class Probe:
             f"{stores}others {self.other_cpu:4.0%}  pushes/viewer/s {self.pushes:5.0f}  "
             f"resyncs {self.resyncs}  "
             f"{'ok' if self.ok else 'FAIL'}"
+            f"{'  INVALID: the load used a whole core' if self.load_bound else ''}"
         )
 
 

@@ -92,7 +92,9 @@ def latencies(probes: list[Probe]) -> str:
     p50 = statistics.median(p.pct(0.5) for p in probes) * 1000
     p99 = statistics.median(p.pct(0.99) for p in probes) * 1000
     worst = statistics.median(p.worst_p99 for p in probes) * 1000
-    return f"{p50:.1f} / {p99:.1f} ms ({worst:.1f})"
+    bound = [p for p in probes if p.load_bound]
+    mark = f" invalid: the load used a core in {len(bound)} of {len(probes)}" if bound else ""
+    return f"{p50:.1f} / {p99:.1f} ms ({worst:.1f}){mark}"
 
 
 def names(report: Report) -> list[str]:
@@ -100,7 +102,9 @@ def names(report: Report) -> list[str]:
 
 
 def rate_of(p: Probe | None) -> str:
-    return "—" if p is None else f"{p.achieved:,.0f}"
+    if p is None:
+        return "—"
+    return f"{p.achieved:,.0f}" + (" (invalid: the load used a core)" if p.load_bound else "")
 
 
 def ratio(mine: Probe | None, bare: Probe | None) -> str:

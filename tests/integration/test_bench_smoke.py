@@ -26,3 +26,19 @@ def test_the_bench_sees_every_update_reach_every_viewer_on_koruweb_and_on_the_ba
     assert "inf ms" not in said and "missed 0" in said, said
     for target in ("koruweb", "bare websockets"):
         assert f"{target} screens equal the source: yes" in said, said
+
+
+def test_a_figure_the_load_itself_bounded_is_marked_invalid():
+    from bench.probe import Probe
+    from bench.report import latencies, rate_of
+
+    def probe(load: float) -> Probe:
+        return Probe(200, 200, [0.004, 0.005], 0.005, 0, 0.3, load, 0.0, 0.0, 200, 0)
+
+    bound, fine = probe(0.97), probe(0.2)
+    assert bound.load_bound and "INVALID: the load used a whole core" in bound.line()
+    assert not fine.load_bound and "INVALID" not in fine.line()
+    assert latencies([bound, fine]).endswith("invalid: the load used a core in 1 of 2")
+    assert "invalid" not in latencies([fine]) and rate_of(bound).endswith(
+        "(invalid: the load used a core)"
+    )
