@@ -4,7 +4,7 @@ of the window with their buttons in view, "1 of 2" goes to the other, the agent'
 to it are quoted, a phone's change is one tap away, answering one (here or on another page)
 takes it out of the pin; the run's head stays short and its exports and delete sit in a menu.
 
-Screenshots go to ``var/screenshots/pinned-*.png`` for a person to look at.
+Screenshots go to ``var/screenshots/pinned-prompt-*.png`` (light and dark) for a person to look at.
 """
 
 from __future__ import annotations
@@ -92,6 +92,14 @@ def test_waiting_prompts_are_pinned_in_view_at_both_sizes_and_leave_when_answere
     desktop = opened(new_page(**WIDE), team, "bob", runner)
     phone = opened(new_page(**PHONE), team, "carol", runner)
 
+    watcher = new_page(**WIDE)  # a viewer may not answer: nothing is pinned on their page
+    watch_live = watch(watcher)
+    sign_in(watcher, team.viewer)
+    open_chat(watcher, watch_live, runner.chat_id)
+    expect(watcher.locator(f"#{box_of(edit)}")).to_be_attached()
+    expect(watcher.locator("#pinned-bar, .prompt-box[data-pinned]")).to_have_count(0)
+    watcher.close()
+
     for viewer, size in ((desktop, "desktop"), (phone, "phone")):
         bar = viewer.locator("#pinned-bar")
         pinned = viewer.locator(".prompt-box[data-pinned]")
@@ -104,7 +112,10 @@ def test_waiting_prompts_are_pinned_in_view_at_both_sizes_and_leave_when_answere
         expect(bar).to_be_in_viewport(ratio=1)
         assert viewer.evaluate("window.scrollY") == 0
         expect(viewer.locator(f"#tool-{edit.id} td.label")).to_be_visible()
-        screenshot(viewer, f"pinned-{size}")
+        screenshot(viewer, f"pinned-prompt-{size}")
+        viewer.emulate_media(color_scheme="dark")
+        screenshot(viewer, f"pinned-prompt-{size}-dark")
+        viewer.emulate_media(color_scheme="light")
 
     # A wide screen shows the change whole (scrolling in the prompt); a phone folds it, a tap away.
     expect(desktop.locator(".prompt-box[data-pinned] .asked-diff")).to_be_visible()
@@ -114,12 +125,14 @@ def test_waiting_prompts_are_pinned_in_view_at_both_sizes_and_leave_when_answere
     expect(phone.get_by_role("button", name="Hide the change")).to_have_attribute(
         "aria-expanded", "true"
     )
-    screenshot(phone, "pinned-change-phone")
+    screenshot(phone, "pinned-prompt-change-phone")
 
-    # The run's head is short on a phone: the site's header and the run's title and facts.
-    for selector in ("header.top", "#chat-head"):
-        height = phone.locator(selector).evaluate("(e) => e.getBoundingClientRect().height")
-        assert height <= 100, (selector, height)
+    # The run's head is short on a phone: the site's header in two lines, then the run's title
+    # (beside the connection pill), its facts, and who watches beside the run's menu.
+    site = phone.locator("header.top").evaluate("(e) => e.getBoundingClientRect().bottom")
+    content = phone.locator("#run-filter").evaluate("(e) => e.getBoundingClientRect().top")
+    assert site <= 60, site
+    assert content - site <= 100, (site, content)
     phone.locator(".run-menu > summary").click()
     expect(phone.get_by_role("link", name="Download the transcript (Markdown)")).to_be_visible()
 
