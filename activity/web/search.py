@@ -1,5 +1,5 @@
 """The search page: the runs whose calls or replies hold the words, grouped by run
-(activity/review/search.py), filtered by a GET form whose URL is the search."""
+(activity/review/search.py, activity/review/grouped.py), filtered by a GET form whose URL is the search."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from activity.people import access
+from activity.review import grouped
 from activity.review import search as searching
 
 RUN_FILTERS = ("workspace", "agent", "status", "since", "until")  # the runs list's own names
@@ -19,9 +20,9 @@ RUN_FILTERS = ("workspace", "agent", "status", "since", "until")  # the runs lis
 @require_GET
 @login_required
 def search(request: HttpRequest) -> HttpResponse:
-    form = searching.SearchForm(request.GET, access.visible_chats(request.user))
+    form = grouped.SearchForm(request.GET, access.visible_chats(request.user))
     page = _page(request.GET.get("page", ""))
-    results = searching.grouped(request.user, form, page)
+    results = grouped.grouped(request.user, form, page)
     words = searching.terms(form.query)
     context = {
         "form": form,
@@ -42,6 +43,4 @@ def search(request: HttpRequest) -> HttpResponse:
 
 
 def _page(value: str) -> int:
-    return (
-        min(max(int(value), 1), searching.MAX_PAGE) if value.isdecimal() and len(value) < 6 else 1
-    )
+    return min(max(int(value), 1), grouped.MAX_PAGE) if value.isdecimal() and len(value) < 6 else 1

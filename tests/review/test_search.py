@@ -21,7 +21,7 @@ from activity.core.contract import ERROR_MESSAGES, ToolApproval, ToolErrorCode, 
 from activity.live import presence
 from activity.live.ingest import ingest
 from activity.models import Chat, ToolActivity, Workspace
-from activity.review import search
+from activity.review import search, snippets
 from activity.wire.frames import runner_frame
 from tests import frames
 from tests.factories import make_turn
@@ -153,7 +153,7 @@ def test_a_long_output_is_cut_around_the_match(acme_viewer, acme):
     (hit,) = found(acme_viewer, "tapir")
     assert "<mark>tapir</mark>" in hit.snippet
     assert hit.snippet.startswith("…") and hit.snippet.endswith("…")
-    assert len(hit.snippet) < search.SNIPPET_CHARS + 60
+    assert len(hit.snippet) < snippets.SNIPPET_CHARS + 60
 
 
 def test_a_snippet_prefers_the_window_with_every_word(acme_viewer, acme):

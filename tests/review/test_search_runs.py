@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 
 from activity.core.contract import ToolApproval, ToolStatus
 from activity.models import Chat, InferenceAttempt, Membership, Role, ToolActivity, Workspace
-from activity.review import search
+from activity.review import grouped
 from tests import frames
 from tests.factories import make_turn
 
@@ -131,7 +131,7 @@ def test_a_run_shows_five_lines_and_how_many_more_with_a_link_to_its_filtered_ca
     run = Run(acme)
     run.calls(*["Run pytest"] * 3, *[f"Run pytest -k case{n}" for n in range(8)])
     html = page(as_viewer, q="pytest")
-    assert len(lines(html, run)) == search.LINES_PER_RUN
+    assert len(lines(html, run)) == grouped.LINES_PER_RUN
     (more,) = re.findall(r'<p class="search-more"><a href="([^"]+)">([^<]+)</a>', html)
     href = more[0].replace("&amp;", "&")
     # The label shared by three calls is the best match, or as good and the first: one line, ×3.
