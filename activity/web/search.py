@@ -1,5 +1,6 @@
 """The search page: the runs whose calls or replies hold the words, grouped by run
-(activity/review/search.py, activity/review/grouped.py), filtered by a GET form whose URL is the search."""
+(activity/review/search.py, activity/review/grouped.py), filtered by a GET form whose URL
+is the search."""
 
 from __future__ import annotations
 
