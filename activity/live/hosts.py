@@ -1,32 +1,19 @@
-"""Agent hosts on the server: a host's socket session, and what the web asks of a host.
+"""Agent hosts on the server: a host's socket session.
 
-A host (``manage.py agent host``, ``runner/host.py``) connects to ``/ws/host/`` with a host
-token (``consumers.HostConsumer``, which only relays to a ``HostSession``):
+A host (``koruweb host``, ``runner/host.py``) connects to ``/ws/host/`` with a host token
+(``consumers.HostConsumer``, which only relays to a ``HostSession``). Its first frame is a
+``host_hello`` (one of another ``frames.PROTOCOL_VERSION``, or of none, closes with
+``CLOSE_UPGRADE`` and the runner to install): the ``AgentHost`` of its token and name is made
+or updated (its agents, roots and ``max_runs``) and shown online on this socket; the host is
+told ``welcome``. Another host process of the same name online in the workspace is refused
+(``CLOSE_FORBIDDEN``); the runs the server counts as running on it that its hello does not
+list ended while it was away (``reconcile``). A heartbeat keeps it "seen" while the socket is
+up and ends with it (docs/gotchas.md#tasks-outlive-their-socket); a host silent for three
+heartbeats counts as offline (``AgentHost.is_online``).
 
-1. Its first frame is a ``host_hello`` (one of another ``frames.PROTOCOL_VERSION``, or of none,
-   closes with ``CLOSE_UPGRADE`` and the runner to install): the ``AgentHost`` of its token
-   and name is made or updated (its agents, roots and ``max_runs``) and shown online on this
-   socket; the host is told ``welcome``. Another host process of the same name online in the
-   workspace is refused (``CLOSE_FORBIDDEN``); the runs the server counts as running on it that
-   its hello does not list ended while it was away (``reconcile``). A heartbeat keeps it
-   "seen" while the socket is up and ends with it (docs/gotchas.md#tasks-outlive-their-socket);
-   a host silent for three heartbeats counts as offline (``AgentHost.is_online``).
-2. The *New run* page asks for a directory (``ask_listing``): a ``list`` frame goes to the
-   host's socket through the channel layer with a reply channel, the session sends the
-   host's ``listing`` back on it, and the page waits for it at most ``HOST_REPLY_SECONDS``:
-   an offline or slow host is an error in words, never a hang.
-3. *Start* (``start_run``) refuses a busy host (its runs starting or started at its
-   ``max_runs``) and any field with a NUL, a lone surrogate or too many characters, makes the
-   run's chat id and a fresh agent token for that chat alone, records a ``HostRun`` and sends
-   ``start``; the host's ``started`` (which must name that chat) and ``exited`` update it.
-
-A run's token is revoked when its run ends: the host reports it failed or exited, the host
-reconnects without it, presence counts its runner gone past ``RUNNER_GRACE_SECONDS``, or it
-is still *starting* after ``HOST_START_SECONDS`` (``sweep``, from every process's watchdog).
-A host that is only away (a restart of the server, a network blip) ends none of its runs.
-
-A host token never writes a chat (``/ws/agent/`` takes only agent tokens); revoking it closes
-the host's socket (``groups.token``) and revokes the tokens it was given for its runs.
+The session relays the host's ``listing`` replies to the page that asked, and its ``started``
+and ``exited`` update the run. What the web asks of a host (a listing, a start) is
+activity/live/host_asks.py; when a run's token is revoked, activity/live/run_tokens.py.
 """
 
 from __future__ import annotations
@@ -35,14 +22,11 @@ import asyncio
 import logging
 import re
 import uuid
-from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -50,14 +34,12 @@ from pydantic import ValidationError
 
 from activity.core import groups
 from activity.live import boundary
-from activity.models import Chat
+from activity.live.run_tokens import close_sockets, revoke_run_token, revoke_tokens
 from activity.models.accounts import (
     RUNNING,
     AgentHost,
-    AgentToken,
     HostRun,
     HostRunStatus,
-    TokenKind,
 )
 from activity.wire.frames import (
     CLOSE_FORBIDDEN,
@@ -69,28 +51,18 @@ from activity.wire.frames import (
     upgrade_reason,
 )
 from activity.wire.hostframes import (
-    FIRST_PROMPT_CHARS,
-    PATH_CHARS,
-    TITLE_CHARS,
     Exited,
     HostHello,
-    ListDir,
     Listing,
-    Start,
     Started,
     Welcome,
     host_frame,
 )
 
 log = logging.getLogger(__name__)
-HOST_REPLY_SECONDS = 5.0  # how long a page waits for a host's listing
 ASKED_MAX = 100  # listings a session waits for at once; the oldest is forgotten past it
 CHAT_URL = re.compile(r"/chats/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/")
 Status = HostRunStatus
-
-
-class HostError(Exception):
-    """What the web asked a host cannot be done: the reason, in words, for the person."""
 
 
 class Duplicate(Exception):
@@ -301,189 +273,3 @@ def exited(host_id: uuid.UUID | None, frame: Exited) -> None:
         run.code = frame.code
         run.save(update_fields=["status", "error", "code"])
         revoke_run_token(run)
-
-
-def revoke_run_token(run: HostRun) -> None:
-    if run.token_id is not None:
-        revoke_tokens([run.token_id])
-
-
-def revoke_tokens(token_ids: list[int]) -> list[int]:
-    """Revoke those of ``token_ids`` not yet revoked: their ids."""
-    live = AgentToken.objects.filter(pk__in=token_ids, revoked_at__isnull=True)
-    revoked = list(live.values_list("pk", flat=True))
-    AgentToken.objects.filter(pk__in=revoked).update(revoked_at=timezone.now())
-    return revoked
-
-
-async def close_sockets(token_ids: list[int]) -> None:
-    """The sockets still open with these (revoked) tokens close (``consumers.token_revoked``)."""
-    layer = get_channel_layer()
-    for token_id in token_ids:
-        await layer.group_send(groups.token(token_id), {"type": "token.revoked"})
-
-
-def revoke_issued(token: AgentToken) -> list[int]:
-    """The run tokens a host token's host was given, revoked with it: their ids."""
-    issued = list(token.issued.filter(revoked_at__isnull=True).values_list("pk", flat=True))
-    AgentToken.objects.filter(pk__in=issued).update(revoked_at=timezone.now())
-    return issued
-
-
-def sweep(now: datetime | None = None) -> list[int]:
-    """The run tokens of runs that ended without a word, revoked: their ids. A run still
-    *starting* after ``HOST_START_SECONDS`` fails; a run whose runner presence counts gone past
-    ``RUNNER_GRACE_SECONDS`` (its socket closed, or silent on a process that died) exits. A
-    runner that is only reconnecting is back within the grace, and keeps its token."""
-    now = now or timezone.now()
-    waited = f"the host did not start it within {settings.HOST_START_SECONDS} s"
-    with transaction.atomic():  # a run the host reports started meanwhile keeps its token
-        stuck = list(
-            HostRun.objects.select_for_update().filter(
-                status=Status.STARTING,
-                created_at__lt=now - timedelta(seconds=settings.HOST_START_SECONDS),
-            )
-        )
-        HostRun.objects.filter(pk__in=[run.pk for run in stuck]).update(
-            status=Status.FAILED, error=waited
-        )
-    tokens = [run.token_id for run in stuck if run.token_id is not None]
-    gone_chats = Chat.objects.filter(
-        runner_connected=False,
-        runner_left_at__lt=now - timedelta(seconds=settings.RUNNER_GRACE_SECONDS),
-    ).values("pk")
-    gone = AgentToken.objects.filter(chat_id__in=gone_chats, revoked_at__isnull=True)
-    gone_ids = list(gone.values_list("pk", flat=True))
-    HostRun.objects.filter(token_id__in=gone_ids, status=Status.STARTED).update(
-        status=Status.EXITED
-    )
-    return revoke_tokens(tokens + gone_ids)
-
-
-# --- what the web asks of a host ------------------------------------------------------------
-
-
-def check(host: AgentHost, root: str, path: str, agent: str | None = None) -> None:
-    """Refuse, in words, what the host would refuse anyway (the host decides for good: it
-    resolves symlinks, which the server cannot see)."""
-    if not host.is_online:
-        raise HostError(f"The host {host} is offline: start `manage.py agent host` there again.")
-    if agent is not None and agent not in host.agent_names:
-        offered = ", ".join(host.agent_names)
-        raise HostError(f"The host {host} offers no agent “{agent}”; it offers: {offered}.")
-    if root not in host.roots:
-        raise HostError(f"“{root}” is not one of the directories {host} offers.")
-    parts = path.replace("\\", "/").split("/")
-    if path.startswith("/") or ".." in parts or len(path) > 4096:
-        raise HostError(f"“{path}” is outside {root}: pick a directory inside it.")
-
-
-async def ask_listing(host: AgentHost, root: str, path: str) -> Listing:
-    """One level of ``path`` under ``root``, from the host; raises ``HostError``."""
-    check(host, root, path)
-    layer = get_channel_layer()
-    reply = await layer.new_channel()
-    frame = ListDir(id=uuid.uuid4(), root=root, path=path)
-    asked = {"type": "host.ask", "text": frame.model_dump_json(), "id": str(frame.id)}
-    await layer.send(host.channel, {**asked, "reply": reply})
-    try:
-        message = await asyncio.wait_for(layer.receive(reply), HOST_REPLY_SECONDS)
-    except TimeoutError:
-        raise HostError(
-            f"The host {host} did not answer within {HOST_REPLY_SECONDS:g} s: is it still "
-            "running and connected?"
-        ) from None
-    listing = Listing.model_validate(message["listing"])
-    if listing.error:
-        raise HostError(listing.error)
-    return listing
-
-
-def start_run(
-    host: AgentHost,
-    user: User,
-    agent: str,
-    root: str,
-    path: str,
-    prompt: str,
-    title: str | None = None,
-) -> HostRun:
-    """Ask ``host`` to start ``agent`` in ``path`` under ``root`` with its first prompt, as a
-    runner of a chat whose id is made here, with a token for that chat alone; raises
-    ``HostError`` having sent nothing."""
-    prompt = prompt.strip()
-    for said, value, most in (
-        ("The agent", agent, 64),
-        ("The directory", root, PATH_CHARS),
-        ("The directory", path, PATH_CHARS),
-        ("The first prompt", prompt, FIRST_PROMPT_CHARS),
-        ("The title", title or "", TITLE_CHARS),
-    ):
-        refuse_unfit(said, value, most)
-    check(host, root, path, agent)
-    if not prompt:
-        raise HostError("Write the first prompt: what should the agent do?")
-    with transaction.atomic():
-        host = AgentHost.objects.select_for_update().select_related("workspace").get(pk=host.pk)
-        running = host.running()
-        if host.max_runs is not None and running >= host.max_runs:
-            raise HostError(
-                f"The host {host} is busy ({running}/{host.max_runs} runs): wait for one of its "
-                "runs to end, or start one on another host."
-            )
-        host_token = AgentToken.objects.get(pk=host.token_id)
-        name = f"{host.name}/{agent} (run)"[:100]
-        chat_id = uuid.uuid4()
-        token, plain = AgentToken.issue(
-            host.workspace, name, TokenKind.AGENT, host_token, chat_id=chat_id
-        )
-        run = HostRun.objects.create(
-            host=host, agent=agent, token=token, requested_by=user, chat_id=chat_id
-        )
-    frame = Start(
-        id=run.pk,
-        agent=agent,
-        root=root,
-        path=path,
-        chat_id=chat_id,
-        prompt=prompt,
-        title=title,
-        token=plain,
-    )
-    try:
-        async_to_sync(get_channel_layer().send)(
-            host.channel, {"type": "host.ask", "text": frame.model_dump_json(), "id": str(run.pk)}
-        )
-    except Exception as fault:
-        log.warning("asking host %s to start a run failed: %r", host.pk, fault)
-        fail(run, "the server could not reach the host; try again")
-    return run
-
-
-def refuse_unfit(said: str, value: str, most: int) -> None:
-    """``HostError`` for a field no host could take: a NUL (no command line or path holds one),
-    a lone surrogate (no UTF-8 does), or more than ``most`` characters."""
-    if "\x00" in value:
-        raise HostError(f"{said} holds a NUL character (\\0): remove it and start again.")
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise HostError(
-            f"{said} holds a character that is not text (a lone surrogate): remove it."
-        ) from None
-    if len(value) > most:
-        raise HostError(
-            f"{said} is at most {most:,} characters; this one has {len(value):,}."
-            + (
-                " Start with a shorter one and send the rest from the run's page."
-                if said == "The first prompt"
-                else ""
-            )
-        )
-
-
-def fail(run: HostRun, error: str) -> None:
-    HostRun.objects.filter(pk=run.pk, status=Status.STARTING).update(
-        status=Status.FAILED, error=error
-    )
-    revoke_run_token(run)

@@ -1,6 +1,6 @@
 """koruweb's durable records, one module per kind, every model re-exported here.
 
-``chats`` (workspaces, chats, turns, replies, ToolActivity rows, prompts, comments),
+``chats`` (workspaces, chats, turns, replies), ``calls`` (ToolActivity rows, prompts, comments),
 ``accounts`` (memberships, agent tokens, hosts and their runs), ``invites``, ``mentions`` and
 ``webprompts`` (a person's messages to a run). The app label stays ``activity`` and the tables
 keep their names, so moving a model between these modules needs no migration.
@@ -19,16 +19,8 @@ from activity.models.accounts import (
     Role,
     TokenKind,
 )
-from activity.models.chats import (
-    Chat,
-    Comment,
-    InferenceAttempt,
-    Message,
-    Prompt,
-    PromptKind,
-    ToolActivity,
-    Workspace,
-)
+from activity.models.calls import Comment, Prompt, PromptKind, ToolActivity
+from activity.models.chats import Chat, InferenceAttempt, Message, Workspace
 from activity.models.invites import Invite, InviteState
 from activity.models.mentions import Mention
 from activity.models.webprompts import WebPrompt, WebPromptStatus

@@ -221,7 +221,7 @@ RUNNING = (HostRunStatus.STARTING, HostRunStatus.STARTED)
 class HostRun(models.Model):
     """A run a person asked a host to start (the *New run* form): ``chat_id`` is the chat the
     server made an id for, the only one its per-run agent ``token`` may say hello for; the
-    token is revoked when the run ends (``activity/live/hosts.py`` says every way it does)."""
+    token is revoked when the run ends (``activity/live/run_tokens.py`` says every way it does)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     host = models.ForeignKey(AgentHost, on_delete=models.CASCADE, related_name="runs")

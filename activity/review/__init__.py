@@ -1,6 +1,7 @@
 """Reading runs: ``reads`` (what a chat page and its pushes show, in a fixed number of queries),
-``filters`` (a run's calls by status, kind and text), ``runs`` (the runs list), ``search``,
-``transcript`` (a turn as it happened) and ``mentions`` (comments and @mentions).
+``filters`` (a run's calls by status, kind and text), ``runs`` (the runs list), ``search``
+(words → hits), ``snippets`` and ``grouped`` (the search page), ``transcript`` (a turn as it
+happened) and ``mentions`` (comments and @mentions).
 
 May import: ``activity.live``, ``activity.people``, ``activity.show`` and the parts below them.
 """

@@ -27,7 +27,8 @@ from pydantic import ValidationError
 
 from activity.runner import host
 from activity.runner.link import TOKEN_VARIABLE, say
-from activity.runner.main import Options, run
+from activity.runner.main import run
+from activity.runner.options import Options
 from activity.runner.web import MAX_MODES, NAME_CHARS
 from activity.wire.frames import PROTOCOL_VERSION, package_version
 from activity.wire.hostframes import HANDOFF_BYTES, RunHandoff

@@ -210,7 +210,7 @@ class HostConsumer(TokenRelay[HostSession]):
     kind = TokenKind.HOST
 
     def new_session(self, workspace_id: uuid.UUID, token_id: int) -> HostSession:
-        watchdog.ensure_running()  # its runs' tokens are swept (hosts.sweep)
+        watchdog.ensure_running()  # its runs' tokens are swept (run_tokens.sweep)
         return HostSession(workspace_id, token_id, self)
 
     async def host_ask(self, event: dict[str, Any]) -> None:

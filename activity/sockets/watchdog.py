@@ -1,6 +1,6 @@
 """A background task in each server process with a runner's or a host's socket: ends the turns
 of runners gone too long, and revokes the run tokens of runs that ended without a word
-(``hosts.sweep``: stuck *starting*, or their runner gone past the grace).
+(``run_tokens.sweep``: stuck *starting*, or their runner gone past the grace).
 
 It counts silent only the runner sockets this process does not hold (``presence.sweep``): its
 own are open as long as they are, however long the process itself was stalled (issue 23)."""
@@ -13,7 +13,7 @@ import logging
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from activity.live import faults, hosts, presence
+from activity.live import faults, presence, run_tokens
 from activity.push import broadcast
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,6 @@ async def watch() -> None:
             held = presence.held()  # the runner sockets this process holds: never "silent"
             for change in await database_sync_to_async(presence.sweep)(held=held):
                 await broadcast.announce(change)
-            await hosts.close_sockets(await database_sync_to_async(hosts.sweep)())
+            await run_tokens.close_sockets(await database_sync_to_async(run_tokens.sweep)())
         except Exception:
             faults.report(log, "sweeping for runners that are gone failed")

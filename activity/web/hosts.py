@@ -10,7 +10,7 @@ Only approvers and admins of a workspace start runs on its hosts: anyone else ge
 a host of a workspace the person is not in is a 404. Nothing is sent to a host for them. One
 person starts at most ``HOST_STARTS_PER_MINUTE`` runs a minute (429 past it); a busy host (its
 runs at its ``--max-runs``) shows "busy (n/n)" and is refused a start (409), and so is a field
-with a NUL, a lone surrogate or too many characters (``hosts.start_run``).
+with a NUL, a lone surrogate or too many characters (``host_asks.start_run``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from activity.core.refusals import Refusal
-from activity.live import hosts
+from activity.live import host_asks
 from activity.models import Chat
 from activity.models.accounts import RUNNING, AgentHost, HostRun, HostRunStatus, Role
 from activity.people import access, limits
@@ -138,8 +138,8 @@ async def new_run(request: HtmxRequest) -> HttpResponse:
         )
     if form.host is not None:
         try:
-            form.listing = await hosts.ask_listing(form.host, form.root, form.path)
-        except hosts.HostError as error:
+            form.listing = await host_asks.ask_listing(form.host, form.root, form.path)
+        except host_asks.HostError as error:
             form.listing_error = str(error)
     template = f"{PAGE}#browse" if request.htmx else PAGE
     response: HttpResponse = await sync_to_async(render)(request, template, form.context())
@@ -168,7 +168,7 @@ def start(request: HttpRequest) -> HttpResponse:
         )
         return render(request, PAGE, form.context(), status=429)
     try:
-        run = hosts.start_run(
+        run = host_asks.start_run(
             form.host,
             user,
             request.POST.get("agent", ""),
@@ -177,7 +177,7 @@ def start(request: HttpRequest) -> HttpResponse:
             form.prompt,
             form.title.strip() or None,
         )
-    except hosts.HostError as error:
+    except host_asks.HostError as error:
         form.error = str(error)
         return render(request, PAGE, form.context(), status=409)
     return redirect("new-run-starting", run.pk)
@@ -207,7 +207,7 @@ def starting(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             error = f"The host {run.host} went offline before the run started."
         elif timezone.now() - run.created_at > waited:
             error = f"The host {run.host} has not started the run after {waited.seconds} s."
-            hosts.fail(run, error)  # and its token is revoked
+            host_asks.fail(run, error)  # and its token is revoked
     elif not error:
         error = f"The run is {run.status}, but its page is not there."
     response = render(request, STARTING, {"run": run, "error": error})

@@ -28,7 +28,7 @@ from activity.people import access, limits
 from activity.push import broadcast
 from activity.review import filters, mentions, reads
 from activity.review.transcript import chat_markdown, interleave
-from activity.show import dom, timeline
+from activity.show import dom, timeline, timeline_reads
 from activity.web.requests import HtmxRequest
 
 TURN_PAGE_ROWS = 500
@@ -54,8 +54,8 @@ def turn(request: HttpRequest, chat_id: uuid.UUID, attempt_id: uuid.UUID) -> Htt
     kept = {k: str(request.GET[k]) for k in ("status", "kind", "q") if request.GET.get(k)}
     line = timeline.build(
         attempt,
-        timeline.calls_of(attempt, where),
-        timeline.waits_of(attempt),
+        timeline_reads.calls_of(attempt, where),
+        timeline_reads.waits_of(attempt),
         now=time.time_ns() // 1_000_000,
         window=(_ms(request.GET.get("from")), _ms(request.GET.get("to"))),
         query=kept,

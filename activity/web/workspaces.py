@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from activity.live import hosts, presence
+from activity.live import presence, run_tokens
 from activity.live.work import ChatChange
 from activity.models import AgentToken, Membership, Role, Workspace
 from activity.models.accounts import TokenKind
@@ -143,7 +143,7 @@ def revoke_token(request: HttpRequest, workspace: Workspace, token_id: int) -> H
     if not revoked:
         raise Invalid(f"The token {token} was already revoked.")
     async_to_sync(presence.token_revoked)(token.pk)  # runners using it are cut off now
-    for issued in hosts.revoke_issued(token):  # a host's run tokens go with its token
+    for issued in run_tokens.revoke_issued(token):  # a host's run tokens go with its token
         async_to_sync(presence.token_revoked)(issued)
     messages.success(request, f"Revoked the token {token}: runners can no longer connect with it.")
     return redirect("workspace", workspace.slug)

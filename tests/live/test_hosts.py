@@ -23,7 +23,7 @@ from django.db import connections
 from django.test import AsyncClient, Client
 from django.utils import timezone
 
-from activity.live import hosts, presence
+from activity.live import host_asks, hosts, presence, run_tokens
 from activity.models import Chat, Workspace
 from activity.models.accounts import AgentHost, AgentToken, HostRun, HostRunStatus, TokenKind
 from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_UPGRADE, PROTOCOL_VERSION
@@ -353,9 +353,8 @@ async def test_an_approver_browses_what_the_host_lists_and_a_refusal_reads_in_wo
 def test_a_host_that_does_not_answer_is_an_error_within_seconds(
     online_host, as_approver, monkeypatch
 ):
-    from activity.live import hosts
 
-    monkeypatch.setattr(hosts, "HOST_REPLY_SECONDS", 0.2)
+    monkeypatch.setattr(host_asks, "HOST_REPLY_SECONDS", 0.2)
     page = as_approver.get(f"/runs/new?host={online_host.pk}").content.decode()
     assert "did not answer within 0.2 s" in page
 
@@ -532,8 +531,8 @@ def test_what_no_host_could_take_is_refused_before_it_is_sent(
 ):
     asked: dict[str, Any] = {"agent": "sdk", "root": ROOT, "path": "app", "prompt": "basic"}
     asked[field] = value
-    with pytest.raises(hosts.HostError, match=said):
-        hosts.start_run(online_host, acme_approver, **asked)
+    with pytest.raises(host_asks.HostError, match=said):
+        host_asks.start_run(online_host, acme_approver, **asked)
     assert sent_to_host() == [] and not HostRun.objects.exists()
 
 
@@ -570,9 +569,9 @@ def test_a_run_stuck_starting_fails_and_its_token_is_revoked_by_the_sweep(
 ):
     settings.HOST_START_SECONDS = 1
     run, _ = started_run(online_host, as_approver)
-    assert hosts.sweep() == []  # not stuck yet
+    assert run_tokens.sweep() == []  # not stuck yet
     later = timezone.now() + timedelta(seconds=2)
-    assert hosts.sweep(later) == [run.token_id]
+    assert run_tokens.sweep(later) == [run.token_id]
     run.refresh_from_db()
     assert run.status == HostRunStatus.FAILED and "did not start it within 1 s" in run.error
     assert run.token is not None and run.token.revoked_at is not None
@@ -588,10 +587,10 @@ def test_a_run_whose_runner_is_gone_past_the_grace_loses_its_token_and_not_befor
     presence.claim(acme.pk, frame.chat_id, channel, 0, frames.secret_of(frame.chat_id))
     hosts.started(online_host.pk, Started(id=run.pk, chat_url=f"http://x/chats/{frame.chat_id}/"))
     later = timezone.now() + timedelta(seconds=5)
-    assert hosts.sweep(later) == []  # its runner is connected
+    assert run_tokens.sweep(later) == []  # its runner is connected
     presence.disconnect(frame.chat_id, channel)
-    assert hosts.sweep() == []  # gone, but within the grace (a blip, a server restart)
-    assert hosts.sweep(later) == [run.token_id]
+    assert run_tokens.sweep() == []  # gone, but within the grace (a blip, a server restart)
+    assert run_tokens.sweep(later) == [run.token_id]
     run.refresh_from_db()
     assert run.status == HostRunStatus.EXITED
     assert run.token is not None and run.token.revoked_at is not None

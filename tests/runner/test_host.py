@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from activity.runner import cli
+from activity.runner import cli, hostoptions
 from activity.runner import host as host_process
 from activity.runner.hostconfig import Agent
 from activity.runner.hostdirs import Outside, listing, real_roots, resolve
@@ -115,7 +115,7 @@ def test_a_listing_is_bounded_and_counts_what_it_left_out(tmp_path):
 
 
 def host_with(roots: list[str], max_runs: int = 4) -> host_process.Host:
-    options = host_process.HostOptions(
+    options = hostoptions.HostOptions(
         server="ws://127.0.0.1:1",
         token="t",
         name="box",
@@ -239,11 +239,11 @@ async def test_a_start_the_host_cannot_carry_out_is_reported_failed_at_once(tmp_
 
 def test_the_host_takes_its_token_from_koruweb_token(monkeypatch):
     monkeypatch.setenv(TOKEN_VARIABLE, "koru_from_the_environment")
-    options = host_process.parse(["--server", "ws://x", "--agent", "a=true", "--root", "."])
+    options = hostoptions.parse(["--server", "ws://x", "--agent", "a=true", "--root", "."])
     assert options.token == "koru_from_the_environment" and options.max_runs == 4
     monkeypatch.delenv(TOKEN_VARIABLE)
-    with pytest.raises(host_process.Usage, match=TOKEN_VARIABLE):
-        host_process.parse(["--server", "ws://x", "--agent", "a=true", "--root", "."])
+    with pytest.raises(hostoptions.Usage, match=TOKEN_VARIABLE):
+        hostoptions.parse(["--server", "ws://x", "--agent", "a=true", "--root", "."])
     assert host_process.main(["--server", "ws://x", "--agent", "a=true", "--root", "."]) == 3
 
 
@@ -378,7 +378,7 @@ def test_a_config_file_declares_the_hosts_name_roots_and_agents_with_labels_and_
 ):
     monkeypatch.chdir(tmp_path)  # relative paths are taken from where the host starts
     config = write_config(tmp_path, GOOD_CONFIG)
-    options = host_process.parse(["--server", "ws://x", "--token", "t", "--config", config])
+    options = hostoptions.parse(["--server", "ws://x", "--token", "t", "--config", config])
     assert (options.name, options.max_runs) == ("build-box", 2)
     assert options.roots == [str(tmp_path / "code"), os.path.expanduser("~")]
     demo, plain = options.agents["demo"], options.agents["plain"]
@@ -388,7 +388,7 @@ def test_a_config_file_declares_the_hosts_name_roots_and_agents_with_labels_and_
     assert (demo.label, demo.web_modes) == ("Demo agent", ["default", "auto"])
     assert (plain.label, plain.web_modes, plain.command[1:]) == ("", [], ["-c", "pass"])
     flags = ["--name", "other", "--max-runs", "3"]  # the command line wins over the file
-    options = host_process.parse(["--server", "ws://x", "--token", "t", "--config", config, *flags])
+    options = hostoptions.parse(["--server", "ws://x", "--token", "t", "--config", config, *flags])
     assert (options.name, options.max_runs) == ("other", 3)
 
 

@@ -21,7 +21,8 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from activity.runner import link as link_module
-from activity.runner.main import Options, Runner
+from activity.runner.main import Runner
+from activity.runner.options import Options
 from activity.runner.outbox import Outbox
 from activity.runner.turns import TurnTable
 from activity.wire.frames import Answer, runner_frame

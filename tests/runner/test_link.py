@@ -19,7 +19,8 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from activity.runner import link as link_module
 from activity.runner.link import REFUSALS, Link, Refused
-from activity.runner.main import Options, Runner
+from activity.runner.main import Runner
+from activity.runner.options import Options
 from activity.runner.outbox import MARK, Outbox
 from activity.wire.frames import (
     CLOSE_PROTOCOL,

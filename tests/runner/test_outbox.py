@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from activity.runner import outbox as outbox_module
-from activity.runner.main import ERROR_CHARS, Options, Runner, page_url
+from activity.runner.main import ERROR_CHARS, Runner
+from activity.runner.options import Options, page_url
 from activity.runner.outbox import FRAME_BUDGET, MARK, Outbox, cut_message
 from activity.wire.frames import (
     Acp,

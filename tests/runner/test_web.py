@@ -24,7 +24,8 @@ from websockets.exceptions import ConnectionClosed
 from activity.runner import cli, setup
 from activity.runner import link as link_module
 from activity.runner import web as web_module
-from activity.runner.main import Options, Runner
+from activity.runner.main import Runner
+from activity.runner.options import Options
 from activity.runner.outbox import Outbox
 from activity.runner.turns import TurnTable
 from activity.runner.web import NOT_ALLOWED, NOT_RUNNING, Web

@@ -13,7 +13,7 @@ from django.conf import settings
 
 from activity.models import Chat, InferenceAttempt, ToolActivity
 from activity.review import reads
-from activity.show import contrast, timeline, timing
+from activity.show import contrast, timeline, timeline_reads, timing
 from tests.long_runs import long_run
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +34,7 @@ def test_tick_labels_fall_on_round_times():
 
 def built(chat: Chat, **window: int) -> timeline.Timeline:
     attempt = InferenceAttempt.objects.get(chat=chat)
-    calls, waits = timeline.calls_of(attempt), timeline.waits_of(attempt)
+    calls, waits = timeline_reads.calls_of(attempt), timeline_reads.waits_of(attempt)
     span = (window.get("lo"), window.get("hi"))
     return timeline.build(attempt, calls, waits, now=attempt.started_at + 10**9, window=span)
 
@@ -129,7 +129,7 @@ def built_at(chat: Chat, failed: set[int], total: int) -> timeline.Timeline:
     attempt = InferenceAttempt.objects.get(chat=chat)
     calls = [
         dataclasses.replace(c, status="failed" if n in failed else "completed")
-        for n, c in enumerate(timeline.calls_of(attempt)[:total])
+        for n, c in enumerate(timeline_reads.calls_of(attempt)[:total])
     ]
     return timeline.build(attempt, calls, {}, now=attempt.started_at + 10**9)
 

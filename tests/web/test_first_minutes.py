@@ -20,7 +20,7 @@ from django.core.management import call_command
 
 from activity.management.commands.demo_setup import token_file
 from activity.models import AgentToken, Membership, Role, Workspace
-from activity.runner.main import page_url
+from activity.runner.options import page_url
 from tests import frames
 from tests.factories import run
 from tests.liveserver import BASE_DIR
