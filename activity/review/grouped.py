@@ -210,11 +210,11 @@ def _matches(words: Terms, chats: QuerySet[Chat], kind: str) -> tuple[str, list[
         docs = f"""WITH docs AS (
             SELECT 'row' AS kind, tool_id AS ref, chat_id,
                    CASE WHEN title @@ to_tsquery('simple', %s) THEN 1 ELSE 0 END AS title,
-                   tsrank(words, to_tsquery('simple', %s)) AS score
+                   ts_rank(words, to_tsquery('simple', %s)) AS score
             FROM activity_search_row
             WHERE words @@ to_tsquery('simple', %s) AND chat_id IN ({visible})
             UNION ALL
-            SELECT 'reply', message_id, chat_id, 0, max(tsrank(words, to_tsquery('simple', %s)))
+            SELECT 'reply', message_id, chat_id, 0, max(ts_rank(words, to_tsquery('simple', %s)))
             FROM activity_search_reply
             WHERE words @@ to_tsquery('simple', %s) AND chat_id IN ({visible})
             GROUP BY message_id, chat_id

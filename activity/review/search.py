@@ -198,12 +198,12 @@ def _find_postgresql(
         SELECT kind, id, chat_id, title, score FROM (
             SELECT 'row' AS kind, tool_id AS id, chat_id,
                    title @@ to_tsquery('simple', %s) AS title,
-                   tsrank(words, to_tsquery('simple', %s)) AS score
+                   ts_rank(words, to_tsquery('simple', %s)) AS score
             FROM activity_search_row
             WHERE words @@ to_tsquery('simple', %s) AND chat_id IN ({visible})
             UNION ALL
             SELECT 'reply', message_id, chat_id, false,
-                   max(tsrank(words, to_tsquery('simple', %s)))
+                   max(ts_rank(words, to_tsquery('simple', %s)))
             FROM activity_search_reply
             WHERE words @@ to_tsquery('simple', %s) AND chat_id IN ({visible})
             GROUP BY message_id, chat_id
