@@ -44,7 +44,16 @@ from bench.probe import (  # noqa: E402
     quiet_probe,
     say,
 )
-from bench.report import BARE, KORUWEB, ONE_PUSH, TEAM, Report, machine, summary  # noqa: E402
+from bench.report import (  # noqa: E402
+    BARE,
+    FLOOR,
+    KORUWEB,
+    ONE_PUSH,
+    TEAM,
+    Report,
+    machine,
+    summary,
+)
 from bench.servers import Bare, Koruweb, Team, rss_bytes  # noqa: E402
 
 
@@ -168,11 +177,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--window", type=int, default=256, help="the agent's unacked frames (256)")
     p.add_argument(
         "--targets",
-        default="koruweb,team,bare,onepush",
+        default="koruweb,team,bare,floor,onepush",
         help="koruweb (the embedded mode: one process, SQLite, in-memory layer),\n"
         "team (team mode: two processes, PostgreSQL at 127.0.0.1:5432 and Redis\n"
         "at 127.0.0.1:6379 db 3, the viewers split across them), bare (the\n"
-        "baseline), onepush (each change pushed alone); default all four",
+        "baseline), floor (Daphne + Channels relaying, nothing of koruweb: the\n"
+        "stack's own floor), onepush (each change pushed alone); default all five",
     )
     p.add_argument("--keep", action="store_true", help="keep the temp dir (SQLite, logs)")
     p.add_argument(
@@ -185,7 +195,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     if args.smoke:
-        args.targets, args.seconds, args.idle = "koruweb,bare", 0, 0
+        args.targets, args.seconds, args.idle = "koruweb,bare,floor", 0, 0
         args.steady, args.steady_viewers, args.repeat = 1, 3, 1
         probe.QUIET = False
     args.viewers = [int(n) for n in args.viewers.split(",")]
@@ -214,6 +224,9 @@ def main(argv: list[str]) -> int:
             targets.append(koruweb_target(TEAM, servers, fixtures[data.TEAM]))
         if "bare" in args.targets:
             targets.append(Target(BARE, Bare(tmp / "bare.log"), False))
+        if "floor" in args.targets:
+            floor = Koruweb(tmp / "floor.log", {}, FLOOR, "bench.floor:application")
+            targets.append(Target(FLOOR, floor, False))
         if "onepush" in args.targets:
             app = "bench.onepush:application"
             onepush = Koruweb(tmp / "onepush.log", embedded.env, ONE_PUSH, app)

@@ -15,6 +15,8 @@ KORUWEB = "koruweb"
 BARE = "bare websockets"
 ONE_PUSH = "koruweb, one push per change"  # bench/onepush.py
 TEAM = "koruweb, team mode"  # two processes, PostgreSQL + Redis
+FLOOR = "channels floor"  # bench/floor.py: Daphne + Channels relaying, nothing of koruweb
+BASELINES = (BARE, FLOOR)
 
 
 @dataclass
@@ -73,6 +75,7 @@ def summary(args: argparse.Namespace, report: Report) -> str:
             f"memory per idle viewer ({args.idle} viewers): "
             + ", ".join(f"{name} {kib(value)}" for name, value in report.memory.items())
         )
+    lines += ["", *targets(args, report), ""]
     for (name, n), problems in sorted(report.screens.items()):
         verdict = "equal" if not problems else "DIFFERENT: " + "; ".join(problems[:5])
         lines.append(f"screens vs source, {name}, {n} viewers: {verdict}")
@@ -115,3 +118,79 @@ def ratio(mine: Probe | None, bare: Probe | None) -> str:
 
 def kib(value: float | None) -> str:
     return "—" if value is None else f"{value / 1024:.1f} KiB"
+
+
+# The issue's targets (issue 27), each a ratio to a baseline measured in the same run.
+P99_TIMES_BARE = 5.0  # a viewer's p99 at 50 and 200 updates/s
+CPU_TIMES_BARE = 3.0  # server CPU per update at 200 updates/s
+MEMORY_TIMES_BARE = 1.5  # memory per idle viewer ...
+MEMORY_TIMES_FLOOR = 1.2  # ... or, where the stack's own floor is higher, this over the floor
+
+
+def targets(args: argparse.Namespace, report: Report) -> list[str]:
+    """Each target koruweb (and team mode) is held to, its figure, the baseline's and whether
+    it is met; a target whose figures this run did not measure is left out."""
+    lines = ["| target | measured | baseline | ratio | |", "|---|---:|---:|---:|---|"]
+    for mode in (KORUWEB, TEAM):
+        for rate in (50, 200):
+            mine, bare = report.steady.get((mode, rate)), report.steady.get((BARE, rate))
+            if mine and bare:
+                a, b = p99(mine), p99(bare)
+                lines.append(
+                    verdict(
+                        f"{mode}: p99 at {rate} updates/s, {args.steady_viewers} viewers ≤ "
+                        f"{P99_TIMES_BARE:g}× bare",
+                        f"{a * 1000:.1f} ms",
+                        f"{b * 1000:.1f} ms",
+                        a / b,
+                        P99_TIMES_BARE,
+                        mine + bare,
+                    )
+                )
+        mine, bare = report.steady.get((mode, 200)), report.steady.get((BARE, 200))
+        if mine and bare:
+            a, b = cpu_per_update(mine), cpu_per_update(bare)
+            floor = report.steady.get((FLOOR, 200))
+            said = f" (floor {cpu_per_update(floor) * 1e6:.0f} µs)" if floor else ""
+            lines.append(
+                verdict(
+                    f"{mode}: server CPU per update at 200 updates/s ≤ {CPU_TIMES_BARE:g}× bare",
+                    f"{a * 1e6:.0f} µs",
+                    f"{b * 1e6:.0f} µs{said}",
+                    a / b,
+                    CPU_TIMES_BARE,
+                    mine + bare,
+                )
+            )
+        memory, bare_memory = report.memory.get(mode), report.memory.get(BARE)
+        floor_memory = report.memory.get(FLOOR)
+        if memory is not None and bare_memory:
+            times = memory / bare_memory
+            met = times <= MEMORY_TIMES_BARE
+            target = f"≤ {MEMORY_TIMES_BARE:g}× bare"
+            if floor_memory:
+                target += f" or ≤ {MEMORY_TIMES_FLOOR:g}× the floor ({kib(floor_memory)})"
+                met = met or memory / floor_memory <= MEMORY_TIMES_FLOOR
+            lines.append(
+                f"| {mode}: memory per idle viewer {target} | {kib(memory)} | "
+                f"{kib(bare_memory)} | {times:.2f}× | {'met' if met else 'not met'} |"
+            )
+    return lines if len(lines) > 2 else []
+
+
+def verdict(
+    target: str, mine: str, base: str, times: float, most: float, probes: list[Probe]
+) -> str:
+    met = "met" if times <= most else "not met"
+    if any(p.load_bound for p in probes):
+        met += " (invalid: the load used a core)"
+    return f"| {target} | {mine} | {base} | {times:.1f}× | {met} |"
+
+
+def p99(probes: list[Probe]) -> float:
+    return statistics.median(p.pct(0.99) for p in probes)
+
+
+def cpu_per_update(probes: list[Probe]) -> float:
+    """Server CPU seconds per update sent (team mode: both processes, with PostgreSQL and Redis)."""
+    return statistics.median((p.server_cpu + p.store_cpu) / p.achieved for p in probes)

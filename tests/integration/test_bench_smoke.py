@@ -24,7 +24,7 @@ def test_the_bench_sees_every_update_reach_every_viewer_on_koruweb_and_on_the_ba
     assert done.returncode == 0, said
     assert said.rstrip().endswith("measured") or "\nmeasured\n" in said, said
     assert "inf ms" not in said and "missed 0" in said, said
-    for target in ("koruweb", "bare websockets"):
+    for target in ("koruweb", "bare websockets", "channels floor"):
         assert f"{target} screens equal the source: yes" in said, said
 
 
