@@ -71,6 +71,7 @@ import django
 django.setup()
 
 from django.core.management import call_command
+from django.db import connection
 
 # ---- koruweb's live path: every activity.* import is here (porting changes only these) ----
 from activity.push.broadcast import push_message
@@ -179,6 +180,18 @@ def push(change: Any) -> list[str]:
     return [message["text"], *message.get("more", ())]
 
 
+class Queries:
+    """Counts the SQL statements of each step of a cycle (``connection.execute_wrapper``)."""
+
+    def __init__(self) -> None:
+        self.step = ""
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.counts[self.step] = self.counts.get(self.step, 0) + 1
+        return execute(sql, params, many, context)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=CYCLES)
@@ -192,15 +205,19 @@ def main() -> None:
         load = Workload()
         seq = 1
         sent = 0
+        queries = Queries()
         start = time.perf_counter()
-        for _ in range(cycles):
-            batch = [load.frame(seq + n) for n in range(1, BATCH + 1)]
-            seq += BATCH
-            result = apply(CHAT_ID, batch)
-            assert result.acked == seq and not result.errors, result
-            texts = push(result.change)
-            assert texts, "a batch that changed nothing"
-            sent += sum(map(len, texts))
+        with connection.execute_wrapper(queries):
+            for _ in range(cycles):
+                queries.step = "ingest"
+                batch = [load.frame(seq + n) for n in range(1, BATCH + 1)]
+                seq += BATCH
+                result = apply(CHAT_ID, batch)
+                assert result.acked == seq and not result.errors, result
+                queries.step = "push"
+                texts = push(result.change)
+                assert texts, "a batch that changed nothing"
+                sent += sum(map(len, texts))
         elapsed = time.perf_counter() - start
     finally:
         shutil.rmtree(_tmp, ignore_errors=True)
@@ -209,6 +226,9 @@ def main() -> None:
     each = f" ({elapsed / cycles * 1000:.2f} ms per cycle)" if cycles else ""
     print(f"total: {elapsed:.3f} s{each}")
     print(f"frames: {cycles * BATCH}, calls: {load.calls}, pushed: {sent} bytes")
+    if cycles:
+        each = ", ".join(f"{n / cycles:.1f} to {step}" for step, n in queries.counts.items())
+        print(f"queries per cycle: {each}")
 
 
 if __name__ == "__main__":

@@ -8,10 +8,12 @@ chat's version bumped once, so every push and resync can say exactly what change
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from django.db.models import Model
+from django.db import connections, router
+from django.db.models import Field, Model
 
 from activity.core.contract import Limits
 from activity.models import Chat, InferenceAttempt, Message, Prompt, ToolActivity
@@ -162,11 +164,43 @@ def write(work: Work, since: int) -> None:
         batch = [obj for obj in work.new if type(obj) is model]
         if batch:
             cast(Any, model.objects).bulk_create(batch)
-    for obj, fields in work.dirty.values():
-        if obj is not chat:
-            obj.save(update_fields=sorted(fields))
-    columns = ["version", "meta_version", "last_seq", *sorted(kinds), *_chat_fields(work)]
-    chat.save(update_fields=columns)
+    columns = {"version", "meta_version", "last_seq", *kinds, *_chat_fields(work)}
+    update([*((obj, f) for obj, f in work.dirty.values() if obj is not chat), (chat, columns)])
+
+
+def update(changed: list[tuple[Model, set[str]]]) -> None:
+    """Save each object's ``fields``: one UPDATE statement per model and set of fields, run for
+    every such object at once (``executemany``). ``Model.save(update_fields=…)`` would compile
+    the same statement again for each object, the most of a batch's time in ingest (bench/cycle.py
+    counts it). The objects were loaded in this transaction, under the chat's lock, so each
+    UPDATE finds its row; no model of a chat's sends save signals or sets fields on save."""
+    groups: dict[tuple[type[Model], tuple[str, ...]], list[Model]] = defaultdict(list)
+    for obj, fields in changed:
+        groups[(type(obj), tuple(sorted(fields)))].append(obj)
+    for (model, names), objs in groups.items():
+        meta = model._meta
+        by_name: dict[str, Field[Any, Any]] = {}
+        for column in meta.concrete_fields:
+            by_name[column.name] = by_name[column.attname] = column
+        chosen = [by_name[name] for name in names]
+        connection = connections[router.db_for_write(model)]
+        quote = connection.ops.quote_name
+        assignments = ", ".join(f"{quote(_column(f))} = %s" for f in chosen)
+        pk = meta.pk
+        assert pk is not None
+        sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(_column(pk))} = %s"
+        rows = [
+            [f.get_db_prep_save(getattr(obj, f.attname), connection) for f in chosen]
+            + [pk.get_db_prep_value(obj.pk, connection)]
+            for obj in objs
+        ]
+        with connection.cursor() as cursor:
+            cursor.executemany(sql, rows)
+
+
+def _column(f: Field[Any, Any]) -> str:
+    assert f.column is not None  # a concrete field's
+    return f.column
 
 
 def _chat_fields(work: Work) -> list[str]:

@@ -255,11 +255,13 @@ def unfiltered() -> CallFilter:
 def panel(chat_id: uuid.UUID, chosen: CallFilter, upto: int, per_turn: int) -> Panel:
     """The filter bar of the chat page at version ``upto``, whose turns show their newest
     ``per_turn`` calls that the filter keeps (``reads.LIVE_ROWS``): the counts in one aggregate
-    query, each jump in one more, whatever the run's length."""
+    query, each jump in one more (none for failures when the counts have none), whatever the
+    run's length."""
     calls = ToolActivity.objects.filter(chat_id=chat_id, created_version__lte=upto)
     counts = facets(calls, chosen)
     kept = calls.filter(chosen.where()) if chosen.active else calls
-    first = shown(kept, per_turn, Q(status=ToolStatus.FAILED))
+    failures = next((f.count for f in counts.statuses if f.value == ToolStatus.FAILED), 0)
+    first = shown(kept, per_turn, Q(status=ToolStatus.FAILED)) if failures else None
     prompt = open_prompt(chat_id, upto)
     on_page = prompt is not None and (
         prompt.tool_id is None or shown(kept, per_turn, Q(pk=prompt.tool_id)) is not None

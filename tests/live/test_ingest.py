@@ -55,6 +55,28 @@ def test_a_burst_of_updates_to_one_row_is_one_row_under_one_new_version(chat):
     assert row.version == row.created_version == before + 1
 
 
+@pytest.mark.parametrize("calls", [2, 12])
+def test_a_batch_updating_many_rows_writes_them_in_one_statement_whatever_their_number(chat, calls):
+    from django.test.utils import CaptureQueriesContext
+
+    start(chat)
+    opened = [frames.tool_call(2 + n, f"c{n}", f"Run {n}", kind="execute") for n in range(calls)]
+    apply(chat, *opened)
+    done = [
+        frames.tool_update(2 + calls + n, f"c{n}", status="completed", title=f"Ran {n}")
+        for n in range(calls)
+    ]
+    with CaptureQueriesContext(connection) as made:
+        apply(chat, *done)
+    updates = [q["sql"] for q in made if 'UPDATE "activity_toolactivity"' in q["sql"]]
+    assert len(updates) == 1, updates
+    rows = ToolActivity.objects.filter(chat=chat).order_by("position")
+    assert [(r.agent_label, r.status) for r in rows] == [
+        (f"Ran {n}", "completed") for n in range(calls)
+    ]
+    assert Chat.objects.get(pk=chat.pk).version == rows[0].version
+
+
 def test_agent_text_streams_into_the_reply_and_a_new_message_id_starts_a_paragraph(chat):
     _, reply = start(chat)
     apply(

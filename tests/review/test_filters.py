@@ -196,8 +196,10 @@ def test_a_push_with_the_filter_bar_of_a_long_run_takes_as_many_queries_as_a_sho
         return html, len(captured)
 
     (short, short_queries), (long, long_queries) = (
-        pushed(long_run(acme, calls, waiting=True)) for calls in (3, 1000)
+        pushed(long_run(acme, calls, waiting=True, fail_every=every))
+        for calls, every in ((3, 3), (1000, 50))  # both with failures: their jump is looked up
     )
     assert facet("waiting for a person", 1) in filter_bar(short)
+    assert facet("failed", 1) in filter_bar(short)
     assert facet("failed", 20) in filter_bar(long)
     assert long_queries == short_queries
