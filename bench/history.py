@@ -11,7 +11,8 @@ member, cold (a new browser context each time). For each page it prints the serv
 request to the last byte, outside the browser), the HTML's bytes, the DOM's elements once
 loaded, the first contentful paint and the longest task (Chromium's ``longtask`` entries),
 medians of ``--repeat`` loads, and each figure of the longest run over the shortest's against
-the target (``HISTORY_TIMES``: at most 1.5×).
+the target (``HISTORY_TIMES``: at most 1.5×); the longest run's failed calls (a filtered page
+showing as many calls) against the shortest run's chat page.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ new PerformanceObserver((list) => {
     window.__longest = Math.max(window.__longest, entry.duration);
 }).observe({type: "longtask", buffered: true});
 """
+FILTERED = "failed calls"  # the chat page filtered by status
 FIGURES = ("server ms", "HTML KB", "DOM elements", "first paint ms", "longest task ms")
 
 
@@ -125,7 +127,7 @@ def main(argv: list[str]) -> int:
         pages = {
             "chat page": "/chats/{chat}/",
             "turn page": "/chats/{chat}/turns/{turn}/",
-            "failed calls": "/chats/{chat}/?status=failed",
+            FILTERED: "/chats/{chat}/?status=failed",
         }
         results: dict[tuple[str, int], Load] = {}
         with sync_playwright() as playwright:
@@ -160,11 +162,15 @@ def report(results: dict[tuple[str, int], Load], sizes: list[int]) -> str:
         "|---|---|---:|---:|---:|---|",
     ]
     for label in dict.fromkeys(label for label, _ in results):
-        a, b = results[(label, short)].figures(), results[(label, long)].figures()
+        # A filtered page of the long run shows as many calls as the short run's chat page:
+        # it should cost what that page does (the short run has too few failures to compare).
+        against = "chat page" if label == FILTERED else label
+        a, b = results[(against, short)].figures(), results[(label, long)].figures()
+        said = label if against == label else f"{label} (against the chat page)"
         for name, x, y in zip(FIGURES, a, b, strict=True):
-            times = y / x if x else float("inf")
+            times = y / x if x else (1.0 if y == x else float("inf"))
             met = "met" if times <= HISTORY_TIMES else "not met"
-            lines.append(f"| {label} | {name} | {x:,.1f} | {y:,.1f} | {times:.2f}× | {met} |")
+            lines.append(f"| {said} | {name} | {x:,.1f} | {y:,.1f} | {times:.2f}× | {met} |")
     return "\n".join(lines)
 
 

@@ -14,14 +14,13 @@ instead (static/koruweb/review/long.js).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
-from django.db.models import Case, Count, F, Q, QuerySet, When, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Count, Q, QuerySet
 
 from activity.core.contract import ToolApproval, ToolStatus
 from activity.models import Prompt, ToolActivity
@@ -252,29 +251,28 @@ def unfiltered() -> CallFilter:
     return CallFilter({})
 
 
-def panel(chat_id: uuid.UUID, chosen: CallFilter, upto: int, per_turn: int) -> Panel:
-    """The filter bar of the chat page at version ``upto``, whose turns show their newest
-    ``per_turn`` calls that the filter keeps (``reads.LIVE_ROWS``): the counts in one aggregate
-    query, each jump in one more (none for failures when the counts have none), whatever the
-    run's length."""
+def panel(
+    chat_id: uuid.UUID,
+    chosen: CallFilter,
+    upto: int,
+    on_page: Callable[[QuerySet[ToolActivity], Q], QuerySet[ToolActivity]],
+) -> Panel:
+    """The filter bar of the chat page at version ``upto``, which shows the calls ``on_page``
+    picks of those the filter keeps (``reads.on_page``): the counts in one aggregate query, each
+    jump in one more (none for failures when the counts have none), whatever the run's
+    length."""
     calls = ToolActivity.objects.filter(chat_id=chat_id, created_version__lte=upto)
     counts = facets(calls, chosen)
     kept = calls.filter(chosen.where()) if chosen.active else calls
     failures = next((f.count for f in counts.statuses if f.value == ToolStatus.FAILED), 0)
-    first = shown(kept, per_turn, Q(status=ToolStatus.FAILED)) if failures else None
+    first = first_of(on_page(kept, Q(status=ToolStatus.FAILED))) if failures else None
     prompt = open_prompt(chat_id, upto)
-    on_page = prompt is not None and (
-        prompt.tool_id is None or shown(kept, per_turn, Q(pk=prompt.tool_id)) is not None
+    here = prompt is not None and (
+        prompt.tool_id is None or first_of(on_page(kept, Q(pk=prompt.tool_id))) is not None
     )
-    return Panel(chosen, counts, failure_jump(chosen, first, counts), waiting_jump(prompt, on_page))
+    return Panel(chosen, counts, failure_jump(chosen, first, counts), waiting_jump(prompt, here))
 
 
-def shown(calls: QuerySet[ToolActivity], per_turn: int, which: Q) -> uuid.UUID | None:
-    """The first call ``which`` picks among those a page shows: the newest ``per_turn`` of each
-    turn. Ranked among all of ``calls``, so the pick is made after the ranking, not before."""
-    ranked = calls.annotate(
-        newest=Window(RowNumber(), partition_by=[F("attempt_id")], order_by=F("position").desc())
-    )
-    picked = ranked.annotate(rank=Case(When(which, then=F("newest")))).filter(rank__lte=per_turn)
-    found: uuid.UUID | None = picked.order_by("position").values_list("pk", flat=True).first()
+def first_of(calls: QuerySet[ToolActivity]) -> uuid.UUID | None:
+    found: uuid.UUID | None = calls.order_by("position").values_list("pk", flat=True).first()
     return found

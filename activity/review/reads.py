@@ -16,15 +16,19 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.db.models import Count, F, Max, Q, QuerySet, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Count, Max, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
+from activity.core.contract import ToolApproval
 from activity.core.masks.spans import JUNCTION_CHARS, PEM_CHARS
 from activity.models import Chat, Comment, InferenceAttempt, Message, Prompt, ToolActivity
 from activity.review import filters
 from activity.review.transcript import Segment, interleave
+from activity.show import timing
 
-LIVE_ROWS = 300  # a live page shows a turn's latest calls; the turn page shows them all
+# A run's page shows the run's latest calls (and every call waiting for a person) whatever the
+# run's length; each turn says how many of its calls it leaves to its turn page.
+LIVE_ROWS = 100
 # How far back from its end a reply's stored text may change when more arrives: a secret split
 # across two chunks is masked where they meet (masking.mask_junction), at most this many bytes
 # back. A push draws again the text of every segment that reaches into that stretch.
@@ -104,31 +108,49 @@ def turns(
     chat: Chat, attempts: Iterable[InferenceAttempt], upto: int, where: Q | None = None
 ) -> list[Turn]:
     """Whole turns as the page shows them at version ``upto`` (only the calls ``where`` keeps:
-    a filtered page, activity/review/filters.py)."""
+    a filtered page, activity/review/filters.py): the latest ``LIVE_ROWS`` calls of these turns
+    and every call waiting for a person, each turn counting the calls it leaves out (``earlier``).
+    A turn none of whose calls is shown shows its reply from its last call on."""
     result = {a.pk: Turn(attempt=a, reply=None) for a in attempts}
     if not result:
         return []
     for reply in Message.objects.filter(attempt__in=result):
         result[reply.attempt_id].reply = reply
+    timing.waits([turn.attempt for turn in result.values()])  # each head's time, one query
     rows = ToolActivity.objects.filter(attempt__in=result, created_version__lte=upto)
-    rows = rows.filter(where or Q()).annotate(
-        newest=Window(RowNumber(), partition_by=[F("attempt_id")], order_by=F("position").desc()),
-        calls=Window(Count("id"), partition_by=[F("attempt_id")]),
-    )
-    for row in with_prompts(list(rows.filter(newest__lte=LIVE_ROWS).order_by("position"))):
+    rows = rows.filter(where or Q())
+    counted = rows.order_by().values("attempt_id").annotate(n=Count("id"), last=Max("text_offset"))
+    last: dict[uuid.UUID, int] = {}
+    for group in counted:
+        result[group["attempt_id"]].earlier = group["n"]
+        last[group["attempt_id"]] = group["last"] or 0
+    for row in with_prompts(list(on_page(rows).order_by("position"))):
         turn = result[row.attempt_id]
         turn.rows.append(row)
-        turn.earlier = row.calls - min(row.calls, LIVE_ROWS)  # type: ignore[attr-defined]
+        turn.earlier -= 1
     standalone = Prompt.objects.filter(
         attempt__in=result, tool__isnull=True, created_version__lte=upto
     ).select_related("answered_by")
     for prompt in standalone:
         result[prompt.attempt_id].standalone.append(prompt)
-    for turn in result.values():
+    for pk, turn in result.items():
         markdown = turn.reply.markdown if turn.reply else ""
-        start = (turn.rows[0].text_offset or 0) if turn.earlier and turn.rows else 0
-        turn.segments = interleave(markdown, turn.rows, start)
+        start = 0
+        if turn.earlier:
+            start = (turn.rows[0].text_offset or 0) if turn.rows else last.get(pk, 0)
+        turn.segments = interleave(markdown, turn.rows, min(start, len(markdown.encode())))
     return list(result.values())
+
+
+def on_page(calls: QuerySet[ToolActivity], which: Q | None = None) -> QuerySet[ToolActivity]:
+    """Those of ``calls`` a run's page shows: the latest ``LIVE_ROWS``, and every one waiting
+    for a person (its prompt stays in reach however much came after it); with ``which``, only
+    those of them it picks. The latest are those from the ``LIVE_ROWS``-th newest position on,
+    found through the chat's (chat, position) index: the cost does not grow with the run."""
+    newest = calls.order_by("-position").values("position")[LIVE_ROWS - 1 : LIVE_ROWS]
+    cutoff = Coalesce(Subquery(newest), Value(0))
+    shown = calls.filter(Q(position__gte=cutoff) | Q(approval=ToolApproval.PENDING))
+    return shown.filter(which) if which is not None else shown
 
 
 def page(chat: Chat, chosen: filters.CallFilter) -> Page:
@@ -136,7 +158,7 @@ def page(chat: Chat, chosen: filters.CallFilter) -> Page:
     version = chat.version
     attempts = chat.attempts.filter(created_version__lte=version)
     where = chosen.where() if chosen.active else None
-    bar = filters.panel(chat.pk, chosen, version, LIVE_ROWS)
+    bar = filters.panel(chat.pk, chosen, version, on_page)
     return Page(version, turns(chat, attempts, version, where), bar)
 
 
@@ -174,7 +196,7 @@ def changes(chat_id: uuid.UUID, since: int) -> Changes:
     new_rows = [r for r in rows_list if r.created_version > since]
     panel = None
     if since_kind["rows"] > since:  # a prompt moves rows_version too (activity/live/work.py)
-        panel = filters.panel(chat.pk, filters.unfiltered(), upto, LIVE_ROWS)
+        panel = filters.panel(chat.pk, filters.unfiltered(), upto, on_page)
     return Changes(
         chat=chat,
         since=since,

@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods
 
+from activity.core.contract import ToolApproval
 from activity.models import AgentToken, Chat, InferenceAttempt, ToolActivity
 from activity.people import access, limits
 from activity.push import broadcast
@@ -31,7 +32,7 @@ from activity.review.transcript import chat_markdown, interleave
 from activity.show import dom, timeline, timeline_reads
 from activity.web.requests import HtmxRequest
 
-TURN_PAGE_ROWS = 500
+TURN_PAGE_ROWS = 100  # a turn page's calls; the next are a page further (reads.LIVE_ROWS)
 
 
 @require_GET
@@ -97,8 +98,8 @@ def tool(request: HttpRequest, tool_id: uuid.UUID) -> HttpResponseRedirect:
         ToolActivity.objects.filter(chat__in=access.visible_chats(request.user)), pk=tool_id
     )
     before = ToolActivity.objects.filter(attempt=row.attempt_id, position__lt=row.position)
-    after = ToolActivity.objects.filter(attempt=row.attempt_id, position__gt=row.position)
-    if after.count() < reads.LIVE_ROWS:
+    after = ToolActivity.objects.filter(chat=row.chat_id, position__gt=row.position)
+    if after.count() < reads.LIVE_ROWS or row.approval == ToolApproval.PENDING:
         return redirect(reverse("chat", args=[row.chat_id]) + f"#{dom.tool(row.pk)}")
     page = before.count() // TURN_PAGE_ROWS + 1
     url = reverse("turn", args=[row.chat_id, row.attempt_id])

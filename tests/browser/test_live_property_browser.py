@@ -124,18 +124,16 @@ def quiet(page: Page, version: int) -> None:
 
 
 def exported(server: Server, token: str, chat_id: uuid.UUID) -> list[dict[str, Any]]:
-    """The export's rows a live page shows: each turn's latest ``LIVE_ROWS``."""
+    """The export's rows a live page shows: the run's latest ``LIVE_ROWS`` and every call
+    waiting for a person (activity/review/reads.py, ``on_page``)."""
     asked = urllib.request.Request(
         f"{server.url}/api/chats/{chat_id}/tool-activity",
         headers={"Authorization": f"Bearer {token}"},
     )
     with urllib.request.urlopen(asked, timeout=10) as answer:
         rows = json.loads(answer.read())
-    per_turn: dict[str, int] = {}
-    for row in reversed(rows):
-        per_turn[row["attempt_id"]] = per_turn.get(row["attempt_id"], 0) + 1
-        row["shown"] = per_turn[row["attempt_id"]] <= LIVE_ROWS
-    return [row for row in rows if row["shown"]]
+    latest = rows[-LIVE_ROWS:]
+    return [row for row in rows if row in latest or row["approval"] == "pending"]
 
 
 def expect_same_as_fresh(page: Page, version: int, export: list[dict[str, Any]]) -> None:

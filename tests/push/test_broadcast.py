@@ -24,7 +24,7 @@ from activity.live.ingest import ingest
 from activity.models import Chat, Workspace
 from activity.push import broadcast, pushes
 from activity.review import filters
-from activity.review.reads import LIVE_ROWS
+from activity.review.reads import on_page
 from activity.show import dom
 from activity.wire.frames import runner_frame
 from tests import frames
@@ -163,7 +163,7 @@ def test_a_push_looks_only_for_the_kinds_that_changed_and_misses_none():
     def filter_bar_queries() -> int:
         version = Chat.objects.get(pk=chat_id).version
         with CaptureQueriesContext(connection) as queries:
-            filters.panel(chat_id, filters.unfiltered(), version, LIVE_ROWS)
+            filters.panel(chat_id, filters.unfiltered(), version, on_page)
         return len(queries)
 
     start = step(frames.tool_call(2, "c1", "Read a.py", status="pending"))

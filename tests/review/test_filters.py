@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from activity.models import Chat, Prompt, ToolActivity, Workspace
 from activity.push import pushes
 from activity.review.reads import LIVE_ROWS
+from activity.web.review import TURN_PAGE_ROWS
 from tests import frames
 from tests.factories import apply, run
 from tests.long_runs import long_run
@@ -80,13 +81,13 @@ def test_a_filtered_turn_page_keeps_the_filter_in_its_page_links(acme, as_approv
     chat = long_run(acme, 1200, fail_every=2)  # 600 failed, more than a turn page holds
     url = f"/chats/{chat.pk}/turns/{chat.current_attempt_id}/"
     page = as_approver.get(f"{url}?status=failed&q=file").content.decode()
-    assert rows(page) == 500
+    assert rows(page) == TURN_PAGE_ROWS
     assert "status=failed&amp;q=file&amp;page=2" in page
-    assert "Show all calls" in page and "500 of 1,200 calls" not in page
+    assert "Show all calls" in page and f"{TURN_PAGE_ROWS} of 1,200 calls" not in page
     kept = ToolActivity.objects.filter(chat=chat, status="failed", agent_label__contains="file")
     assert f"{kept.count()} of 1,200 calls match" in page
     second = as_approver.get(f"{url}?status=failed&q=file&page=2").content.decode()
-    assert 0 < rows(second) < 500
+    assert 0 < rows(second) <= TURN_PAGE_ROWS
 
 
 def test_a_bad_filter_says_why_shows_every_call_and_changes_nothing(acme, as_approver):
@@ -111,8 +112,8 @@ def test_the_jumps_lead_to_the_failure_and_the_waiting_prompt_on_the_page_or_by_
     chat = long_run(acme, 1000, waiting=True)
     prompt = Prompt.objects.get(chat=chat, closed_at__isnull=True)
     page = as_approver.get(f"/chats/{chat.pk}/").content.decode()
-    # the newest 300 calls hold failures 749 … 999 and the waiting prompt
-    shown = ToolActivity.objects.get(chat=chat, tool_call_id="call-749")
+    # the newest LIVE_ROWS calls (100) hold the waiting prompt and failures 949 and 999
+    shown = ToolActivity.objects.get(chat=chat, tool_call_id="call-949")
     assert f'id="jump-failure" class="jump" href="#tool-{shown.pk}"' in page
     assert f'id="jump-prompt" class="jump waiting" href="#prompt-{prompt.pk}"' in page
     old = long_run(acme, 1000, fail_every=0, waiting=False)

@@ -164,6 +164,60 @@ def test_a_ten_thousand_call_turn_opens_with_as_many_queries_as_a_small_one(acme
     assert f"{10_000 - reads.LIVE_ROWS:,} earlier calls" in page
 
 
+def turns_of_calls(workspace: Workspace, sizes: list[int], asks_first: bool = False) -> Chat:
+    """A run of one turn per size, each turn's calls then its closing words; with
+    ``asks_first``, the first call of all asks a person and is still waiting."""
+    raw: list[dict] = []
+    seq = 0
+    for t, size in enumerate(sizes):
+        attempt = uuid.uuid4()
+        raw.append(frames.turn_started(seq := seq + 1, attempt, uuid.uuid4(), prompt=f"Turn {t}"))
+        for n in range(size):
+            status = "pending" if asks_first and (t, n) == (0, 0) else "completed"
+            title = f"Call {t}.{n}"
+            raw.append(frames.tool_call(seq := seq + 1, f"t{t}c{n}", title, status=status))
+            if asks_first and (t, n) == (0, 0):
+                raw.append(frames.permission(seq := seq + 1, 1, "t0c0", f"Call {t}.{n}"))
+        raw.append(frames.say(seq := seq + 1, f"Turn {t} is done.", message_id=f"m{t}"))
+        if t < len(sizes) - 1:
+            raw.append(frames.turn_ended(seq := seq + 1, attempt))
+    return run(workspace, *raw)
+
+
+def test_a_run_page_shows_the_runs_latest_calls_whatever_its_turns_and_says_what_it_left(
+    acme, as_approver
+):
+    chat = turns_of_calls(acme, [150, 60, 70])  # 280 calls: the page shows the latest 100
+    page = as_approver.get(f"/chats/{chat.pk}/").content.decode()
+    assert page.count('<tr id="tool-') == reads.LIVE_ROWS == 100
+    assert "Call 2.0<" in page and "Call 1.30<" in page and "Call 1.29<" not in page
+    assert "Call 0." not in page
+    assert "150 earlier calls" in page and "30 earlier calls" in page
+    # every turn keeps its head and its closing words, in order
+    assert page.index("Turn 0 is done.") < page.index("Turn 1 is done.") < page.index("Turn 2")
+    short = turns_of_calls(acme, [3])
+    with CaptureQueriesContext(connection) as one_turn:
+        as_approver.get(f"/chats/{short.pk}/")
+    with CaptureQueriesContext(connection) as three_turns:
+        as_approver.get(f"/chats/{chat.pk}/")
+    assert len(three_turns) == len(one_turn)
+
+
+def test_a_call_waiting_for_a_person_stays_on_the_run_page_however_many_calls_came_after(
+    acme, as_approver
+):
+    chat = turns_of_calls(acme, [205], asks_first=True)  # its first call asks, 204 follow
+    waiting = ToolActivity.objects.get(chat=chat, tool_call_id="t0c0")
+    prompt = Prompt.objects.get(chat=chat, tool=waiting, closed_at__isnull=True)
+    page = as_approver.get(f"/chats/{chat.pk}/").content.decode()
+    assert f'id="tool-{waiting.pk}"' in page and f'id="prompt-{prompt.pk}"' in page
+    assert page.count('<tr id="tool-') == reads.LIVE_ROWS + 1
+    assert "104 earlier calls" in page
+    assert f'id="jump-prompt" class="jump waiting" href="#prompt-{prompt.pk}"' in page
+    found = as_approver.get(f"/tools/{waiting.pk}/")["Location"]
+    assert found == f"/chats/{chat.pk}/#tool-{waiting.pk}"
+
+
 def test_a_permalink_to_an_old_call_of_a_long_turn_finds_its_page(acme, as_approver):
     chat = big_turn(acme, 1200)
     first = ToolActivity.objects.get(chat=chat, tool_call_id="c0")
