@@ -30,7 +30,7 @@ from activity.show.timeline_reads import Call
 from activity.show.timing import Window, millis
 
 WIDTH = 1000
-SLOTS = 200  # slots across the window when a lane is bucketed
+SLOTS = 120  # slots across the window when a lane is bucketed (~9 px each at 1440 px)
 MAX_MARKS = 250  # a lane with more calls in the window than this is bucketed
 MIN_MARK = 1.5  # the narrowest mark, in plot units: an instant call stays visible
 TOP, HEIGHT = 2.0, 6.0  # where a mark starts and how tall it is, in plot units (10 high)

@@ -65,7 +65,7 @@ def test_ten_thousand_calls_are_counted_into_slots_under_a_labelled_axis(acme):
     assert not [m for m in edit.marks if m.css == "failed"]
     parts = [m for m in edit.marks if m.partly_failed]
     assert parts and all(m.failed_height <= 1 for m in parts)
-    assert re.fullmatch(r"1 of 1\d calls failed, from .+ to .+ \(zoom in\)", parts[0].title)
+    assert re.fullmatch(r"1 of \d\d calls failed, from .+ to .+ \(zoom in\)", parts[0].title)
     assert lanes["read"].failed == 0 and not [m for m in lanes["read"].marks if m.failed]
 
 
@@ -135,20 +135,20 @@ def built_at(chat: Chat, failed: set[int], total: int) -> timeline.Timeline:
 
 
 def test_slot_shares_and_their_words_count_the_failed_calls_of_each_slot(acme):
-    chat = long_run(acme, 300, fail_every=0, step_ms=100)  # slots of 150 ms: a call or two each
+    chat = long_run(acme, 300, fail_every=0, step_ms=100)  # slots of 250 ms: 2 or 3 calls each
     attempt = InferenceAttempt.objects.get(chat=chat)
     ToolActivity.objects.filter(attempt=attempt).update(agent_kind="read")  # one lane
-    line = built_at(chat, {150, 270, 271}, 300)  # 270 and 271 share a slot; 150 shares one
+    line = built_at(chat, {150, 270, 271, 272}, 300)  # 270-272 are a slot; 150 shares one
     (lane,) = line.lanes
-    assert line.slot_ms == 150 and lane.bucketed
-    assert lane.count == 300 and lane.failed == 3 and lane.failed_share == "1%"
+    assert line.slot_ms == 30_000 // timeline.SLOTS == 250 and lane.bucketed
+    assert lane.count == 300 and lane.failed == 4 and lane.failed_share == "1%"
     marks = lane.marks
-    assert sum(m.failed for m in marks) == 3
+    assert sum(m.failed for m in marks) == 4
     (every,) = [m for m in marks if m.css == "failed"]
-    assert every.title == "2 of 2 calls failed, from 27 s to 27.15 s (zoom in)"
+    assert every.title == "3 of 3 calls failed, from 27 s to 27.25 s (zoom in)"
     (partly,) = [m for m in marks if m.partly_failed]
     assert partly.css.startswith("density-") and partly.failed == 1 and partly.calls > 1
-    assert partly.title.startswith(f"1 of {partly.calls} calls failed, from 15 s to 15.15 s")
+    assert partly.title.startswith(f"1 of {partly.calls} calls failed, from 15 s to 15.25 s")
     clean = [m for m in marks if not m.failed]
     assert clean and all(", none failed, from " in m.title for m in clean)
 
