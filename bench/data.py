@@ -28,6 +28,7 @@ POSTGRES = "postgres://postgres@127.0.0.1:5432"  # trust auth
 REDIS = "redis://127.0.0.1:6379/3"  # not db 0: the tests' and a dev server's
 TEAM_DB = f"koruweb_bench_{os.getpid()}"
 TEAM = "team"  # team mode's database alias in this process
+FLOOD_LIMITS = ("SOCKETS_PER_PERSON", "SOCKETS_PER_TOKEN", "AGENT_NEW_CHATS_PER_MINUTE")
 
 ALIAS: ContextVar[str] = ContextVar("alias", default="default")
 
@@ -70,6 +71,9 @@ def prepare(tmp: Path, team: bool) -> dict[str, Fixtures]:
         "SECRET_KEY": secrets.token_urlsafe(50),
         "DEBUG": "0",
         "LOG_LEVEL": "WARNING",
+        # The bench measures the live path, not the flood limits (docs/protocol.md#floods): its
+        # one member watches with hundreds of sockets, its one agent token runs a hundred chats.
+        **dict.fromkeys(FLOOD_LIMITS, "1000000"),
     }
     embedded = {**common, "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}", "REDIS_URL": ""}
     os.environ.update(embedded)
