@@ -132,6 +132,8 @@ async def run(args: argparse.Namespace, targets: list[Target]) -> Report:
                     await check(level, report)
                     await close_level(level)
                     await asyncio.sleep(0.5)
+    if args.chats:
+        await many_chats(args, targets, report)
     if args.seconds:
         say(f"absorbed updates/s with every viewer's p99 ≤ 100 ms, {args.seconds} s per probe")
         for n in args.viewers:
@@ -147,7 +149,46 @@ async def run(args: argparse.Namespace, targets: list[Target]) -> Report:
     return report
 
 
-async def check(level: Level, report: Report) -> None:
+async def many_chats(args: argparse.Namespace, targets: list[Target], report: Report) -> None:
+    """``--chats`` chats at once, each with its own runner socket and ``--chat-viewers``
+    viewers, each sent ``--chat-rate`` updates/s: their latency, and (with ``--seconds``) the
+    highest aggregate rate every viewer's p99 stays within 100 ms at."""
+    rate = args.chats * args.chat_rate
+    say(
+        f"many chats: {args.chats} chats × {args.chat_viewers} viewers, {args.chat_rate} "
+        f"updates/s each ({rate:g}/s in all), {args.chat_seconds} s, {args.repeat} times"
+    )
+    for _ in range(args.repeat):
+        for target in targets:
+            if target.name == ONE_PUSH:
+                continue
+            levels = await open_levels(target, args.chats, args.chat_viewers, args.window)
+            result = await quiet_probe(levels, rate, args.chat_seconds)
+            report.many.setdefault(target.name, []).append(result)
+            for level in levels:
+                await check(level, report, quiet=True)
+            await asyncio.gather(*(close_level(level) for level in levels))
+            await asyncio.sleep(0.5)
+    if args.seconds:
+        for target in targets:
+            if target.name == ONE_PUSH:
+                continue
+            levels = await open_levels(target, args.chats, args.chat_viewers, args.window)
+            report.many_absorbed[target.name] = await absorbed(
+                levels, args.seconds, rate, args.top, args.steps
+            )
+            await asyncio.gather(*(close_level(level) for level in levels))
+
+
+async def open_levels(target: Target, chats: int, viewers: int, window: int) -> list[Level]:
+    levels: list[Level] = []
+    for start in range(0, chats, 10):  # ten chats at a time: runners do not start in one tick
+        batch = range(start, min(chats, start + 10))
+        levels += await asyncio.gather(*(open_level(target, viewers, window) for _ in batch))
+    return levels
+
+
+async def check(level: Level, report: Report, quiet: bool = False) -> None:
     await level.agent.settle()
     if level.target.koruweb:
         problems = await settled_screens(level)
@@ -160,7 +201,8 @@ async def check(level: Level, report: Report) -> None:
     if errors:
         report.screens[key].append(f"{len(errors)} frames refused, first: {errors[0]}")
     verdict = problems or "yes"
-    say(f"  {level.target.name:>24} screens equal the source: {verdict}")
+    if problems or not quiet:
+        say(f"  {level.target.name:>24} screens equal the source: {verdict}")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -184,6 +226,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "baseline), floor (Daphne + Channels relaying, nothing of koruweb: the\n"
         "stack's own floor), onepush (each change pushed alone); default all five",
     )
+    p.add_argument("--chats", type=int, default=100, help="many chats at once; 0 skips (100)")
+    p.add_argument("--chat-viewers", type=int, default=5, help="viewers of each (5)")
+    p.add_argument("--chat-rate", type=float, default=5, help="updates/s to each chat (5)")
+    p.add_argument("--chat-seconds", type=float, default=10, help="s per probe (10)")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (SQLite, logs)")
     p.add_argument(
         "--smoke",
@@ -199,6 +245,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         # do not lift fails the smoke run instead of the next full one.
         args.targets, args.seconds, args.idle = "koruweb,bare,floor", 0, 60
         args.steady, args.steady_viewers, args.repeat = 1, 3, 1
+        args.chats, args.chat_viewers, args.chat_seconds = 5, 2, 1
         probe.QUIET = False
     args.viewers = [int(n) for n in args.viewers.split(",")]
     args.targets = args.targets.split(",")
@@ -255,9 +302,14 @@ def main(argv: list[str]) -> int:
             for (name, rate), probes in report.steady.items()
             for one in probes
             if one.missed or not math.isfinite(one.worst_p99)
+        ] + [
+            f"{name}, many chats: missed {one.missed}, worst p99 {one.worst_p99}"
+            for name, probes in report.many.items()
+            for one in probes
+            if one.missed or not math.isfinite(one.worst_p99)
         ]
         say("\n".join(["the bench did not measure:", *unmeasured]) if unmeasured else "measured")
-        failed = failed or bool(unmeasured) or not report.steady
+        failed = failed or bool(unmeasured) or not report.steady or not report.many
     return 1 if failed else 0
 
 

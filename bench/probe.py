@@ -147,26 +147,28 @@ async def close_level(level: Level) -> None:
     await level.agent.close()
 
 
-async def probe(level: Level, rate: float, seconds: float) -> Probe:
-    """A steady ``rate`` for ``seconds``. This process collects no garbage meanwhile: a pause
-    of the load's own would count as every viewer's latency."""
+async def probe(level: Level | list[Level], rate: float, seconds: float) -> Probe:
+    """A steady ``rate`` for ``seconds`` (to several chats: ``rate`` in all, the chats in turn).
+    This process collects no garbage meanwhile: a pause of the load's own would count as every
+    viewer's latency."""
     gc.collect()
     gc.disable()
     try:
-        return await _probe(level, rate, seconds)
+        return await _probe(level if isinstance(level, list) else [level], rate, seconds)
     finally:
         gc.enable()
 
 
-async def _probe(level: Level, rate: float, seconds: float) -> Probe:
-    agent, viewers, target = level.agent, level.viewers, level.target
+async def _probe(levels: list[Level], rate: float, seconds: float) -> Probe:
+    target = levels[0].target
+    viewers = [viewer for level in levels for viewer in level.viewers]
     pids = [process.pid for process in target.processes]
     for viewer in viewers:
         viewer.seen.clear()
     pushes0 = sum(v.pushes for v in viewers)
     resyncs0 = sum(v.resyncs for v in viewers)
     total = max(2, int(rate * seconds))
-    sent: dict[str, list[tuple[int, float]]] = {}
+    sent: list[dict[str, list[tuple[int, float]]]] = [{} for _ in levels]
     server0, store0 = cpu_by_pid(pids), cpu_by_pid(target.store_pids())
     load0, busy0 = _own_cpu(), machine_busy_seconds()
     start = time.perf_counter()
@@ -178,27 +180,31 @@ async def _probe(level: Level, rate: float, seconds: float) -> Probe:
             await asyncio.sleep(delay)
         due = min(total, int((time.perf_counter() - start) * rate) + 1)
         while n < due:
-            frame, call = level.workload.frame(agent.seq + 1)
-            last = await agent.send(frame)
-            sent.setdefault(call, []).append((frame["seq"], last))
+            k = n % len(levels)
+            level = levels[k]
+            frame, call = level.workload.frame(level.agent.seq + 1)
+            last = await level.agent.send(frame)
+            sent[k].setdefault(call, []).append((frame["seq"], last))
             level.last_seq[call] = frame["seq"]
             n += 1
     achieved = total / (last - start + 1 / rate)
-    await drain(level, sent)
+    await asyncio.gather(*(drain(level, sent[k]) for k, level in enumerate(levels)))
     wall = time.perf_counter() - start
     server_cpu, client_cpu = _used(server0, pids) / wall, (_own_cpu() - load0) / wall
     store_cpu = _used(store0, target.store_pids()) / wall
     ours = server_cpu + client_cpu + store_cpu
     other_cpu = max(0.0, (machine_busy_seconds() - busy0) / wall - ours)
-    await agent.settle()
+    await asyncio.gather(*(level.agent.settle() for level in levels))
     latencies: list[float] = []
     p99s: list[float] = []
     missed = 0
-    for viewer in viewers:
-        own = viewer_latencies(viewer, sent)
-        missed += total - len(own)
-        latencies += own
-        p99s.append(quantile(own, 0.99) if len(own) == total else float("inf"))
+    for k, level in enumerate(levels):
+        updates = sum(len(u) for u in sent[k].values())
+        for viewer in level.viewers:
+            own = viewer_latencies(viewer, sent[k])
+            missed += updates - len(own)
+            latencies += own
+            p99s.append(quantile(own, 0.99) if len(own) == updates else float("inf"))
     pushes = (sum(v.pushes for v in viewers) - pushes0) / len(viewers) / wall
     return Probe(
         rate,
@@ -220,7 +226,9 @@ async def _probe(level: Level, rate: float, seconds: float) -> Probe:
 QUIET = True
 
 
-async def quiet_probe(level: Level, rate: float, seconds: float, tries: int = 3) -> Probe:
+async def quiet_probe(
+    level: Level | list[Level], rate: float, seconds: float, tries: int = 3
+) -> Probe:
     """A probe, redone (up to ``tries`` times) while other processes load the machine."""
     tries = tries if QUIET else 1
     for attempt in range(tries):
@@ -229,7 +237,10 @@ async def quiet_probe(level: Level, rate: float, seconds: float, tries: int = 3)
         result = await probe(level, rate, seconds)
         noisy = result.other_cpu > NOISE and attempt + 1 < tries
         mark = "  (others busy: again)" if noisy else ""
-        say(f"  {level.target.name:>24} {len(level.viewers):3d} viewers {result.line()}{mark}")
+        levels = level if isinstance(level, list) else [level]
+        chats = f"{len(levels)} chats × " if len(levels) > 1 else ""
+        name, viewers = levels[0].target.name, len(levels[0].viewers)
+        say(f"  {name:>24} {chats}{viewers:3d} viewers {result.line()}{mark}")
         await asyncio.sleep(0.5)
         if not noisy:
             break
@@ -289,7 +300,7 @@ def viewer_latencies(viewer: Viewer, sent: dict[str, list[tuple[int, float]]]) -
 
 
 async def absorbed(
-    level: Level, seconds: float, start: float, top: float, steps: int
+    level: Level | list[Level], seconds: float, start: float, top: float, steps: int
 ) -> Probe | None:
     """The highest steady rate at which every viewer's p99 stays within 100 ms."""
     best: Probe | None = None

@@ -24,6 +24,8 @@ class Report:
     absorbed: dict[tuple[str, int], Probe | None] = field(default_factory=dict)
     steady: dict[tuple[str, int], list[Probe]] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
+    many: dict[str, list[Probe]] = field(default_factory=dict)  # many chats at once
+    many_absorbed: dict[str, Probe | None] = field(default_factory=dict)
     screens: dict[tuple[str, int], list[str]] = field(default_factory=dict)
 
 
@@ -69,6 +71,20 @@ def summary(args: argparse.Namespace, report: Report) -> str:
             for name in names(report):
                 cells.append(latencies(report.steady.get((name, rate), [])))
             lines.append(f"| {rate} updates/s | " + " | ".join(cells) + " |")
+        lines.append("")
+    if report.many:
+        lines += [
+            f"| {args.chats} chats × {args.chat_viewers} viewers, {args.chat_rate:g} updates/s "
+            f"each, median of {args.repeat} | p50 / p99 (worst viewer p99) | server CPU |"
+            + (" absorbed updates/s in all |" if report.many_absorbed else ""),
+            "|---|---:|---:|" + ("---:|" if report.many_absorbed else ""),
+        ]
+        for name, probes in report.many.items():
+            cpu = statistics.median(p.server_cpu + p.store_cpu for p in probes)
+            cells = [latencies(probes), f"{cpu:.0%}"]
+            if report.many_absorbed:
+                cells.append(rate_of(report.many_absorbed.get(name)))
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
     if report.memory:
         lines.append(
@@ -161,6 +177,25 @@ def targets(args: argparse.Namespace, report: Report) -> list[str]:
                     CPU_TIMES_BARE,
                     mine + bare,
                 )
+            )
+        mine, bare = report.many.get(mode), report.many.get(BARE)
+        if mine and bare:
+            a, b = p99(mine), p99(bare)
+            lines.append(
+                verdict(
+                    f"{mode}: many chats, every viewer's p99 ≤ {P99_TIMES_BARE:g}× bare",
+                    f"{a * 1000:.1f} ms",
+                    f"{b * 1000:.1f} ms",
+                    a / b,
+                    P99_TIMES_BARE,
+                    mine + bare,
+                )
+            )
+        mine_rate, bare_rate = report.many_absorbed.get(mode), report.many_absorbed.get(BARE)
+        if mine_rate and bare_rate:
+            lines.append(
+                f"| {mode}: many chats, absorbed updates/s in all (reported, no target) | "
+                f"{rate_of(mine_rate)} | {rate_of(bare_rate)} | {ratio(mine_rate, bare_rate)} | |"
             )
         memory, bare_memory = report.memory.get(mode), report.memory.get(BARE)
         floor_memory = report.memory.get(FLOOR)
