@@ -247,6 +247,7 @@ class Viewer:
     pushes: int = 0
     resyncs: int = 0
     received: int = 0
+    received_bytes: int = 0  # of every push's text, as sent
     synced: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
@@ -265,6 +266,7 @@ class Viewer:
 
     def receive(self, text: str, now: float) -> None:
         self.received += 1
+        self.received_bytes += len(text.encode())
         push = json.loads(text)
         if push["to"] < self.shown or (push["to"] == self.shown and self.synced.is_set()):
             return  # nothing new for this screen

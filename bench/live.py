@@ -34,6 +34,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from bench import data, probe  # noqa: E402
+from bench.clients import Viewer  # noqa: E402
 from bench.probe import (  # noqa: E402
     Level,
     Target,
@@ -50,6 +51,7 @@ from bench.report import (  # noqa: E402
     KORUWEB,
     ONE_PUSH,
     TEAM,
+    CatchUp,
     Report,
     machine,
     summary,
@@ -132,6 +134,10 @@ async def run(args: argparse.Namespace, targets: list[Target]) -> Report:
                     await check(level, report)
                     await close_level(level)
                     await asyncio.sleep(0.5)
+    if args.away:
+        for target in targets:
+            if target.koruweb and target.name != ONE_PUSH:
+                report.catch_up[target.name] = await catch_up(target, args.away)
     if args.chats:
         await many_chats(args, targets, report)
     if args.seconds:
@@ -180,6 +186,41 @@ async def many_chats(args: argparse.Namespace, targets: list[Target], report: Re
             await asyncio.gather(*(close_level(level) for level in levels))
 
 
+async def catch_up(target: Target, away: float, rate: float = 200) -> CatchUp:
+    """A viewer away for ``away`` seconds while the agent sends ``rate`` updates/s comes back
+    asking for what changed since the version it showed: what it receives, against the rows
+    that changed meanwhile and against a fresh page's catch-up from nothing (the whole chat)."""
+    level = await open_level(target, 1, 256)
+    await probe.probe(level, rate, 2)  # rows before the viewer leaves
+    await level.agent.settle()
+    alias = target.database
+    version = await asyncio.to_thread(data.chat_version, level.chat_id, alias)
+    await wait_shown(level.viewers, version)
+    left = level.viewers[0]
+    await left.close()
+    before = dict(level.last_seq)
+    await probe.probe(level, rate, away)  # no viewer: the latencies are not read
+    await level.agent.settle()
+    changed = sum(1 for call, seq in level.last_seq.items() if before.get(call) != seq)
+    version = await asyncio.to_thread(data.chat_version, level.chat_id, alias)
+    url, origin = target.viewer_url(level.chat_id, 0)
+    back = await Viewer.open(url, target.cookie or None, origin, since=left.shown)
+    fresh = await Viewer.open(url, target.cookie or None, origin, since=0)
+    await wait_shown([back, fresh], version)
+    result = CatchUp(away, rate, changed, back.received_bytes, fresh.received_bytes, len(before))
+    say(f"  {target.name:>24} {result.line()}")
+    await asyncio.gather(back.close(), fresh.close(), level.agent.close())
+    return result
+
+
+async def wait_shown(viewers: list[Viewer], version: int, within: float = 30) -> None:
+    deadline = time.perf_counter() + within
+    while any(v.shown < version for v in viewers) and time.perf_counter() < deadline:
+        await asyncio.sleep(0.05)
+    behind = [v.shown for v in viewers if v.shown < version]
+    assert not behind, f"viewers at {behind}, the chat at {version}"
+
+
 async def open_levels(target: Target, chats: int, viewers: int, window: int) -> list[Level]:
     levels: list[Level] = []
     for start in range(0, chats, 10):  # ten chats at a time: runners do not start in one tick
@@ -226,6 +267,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "baseline), floor (Daphne + Channels relaying, nothing of koruweb: the\n"
         "stack's own floor), onepush (each change pushed alone); default all five",
     )
+    p.add_argument(
+        "--away", type=float, default=60, help="s a viewer is away at 200/s; 0 skips (60)"
+    )
     p.add_argument("--chats", type=int, default=100, help="many chats at once; 0 skips (100)")
     p.add_argument("--chat-viewers", type=int, default=5, help="viewers of each (5)")
     p.add_argument("--chat-rate", type=float, default=5, help="updates/s to each chat (5)")
@@ -245,7 +289,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         # do not lift fails the smoke run instead of the next full one.
         args.targets, args.seconds, args.idle = "koruweb,bare,floor", 0, 60
         args.steady, args.steady_viewers, args.repeat = 1, 3, 1
-        args.chats, args.chat_viewers, args.chat_seconds = 5, 2, 1
+        args.chats, args.chat_viewers, args.chat_seconds, args.away = 5, 2, 1, 1
         probe.QUIET = False
     args.viewers = [int(n) for n in args.viewers.split(",")]
     args.targets = args.targets.split(",")
@@ -310,6 +354,7 @@ def main(argv: list[str]) -> int:
         ]
         say("\n".join(["the bench did not measure:", *unmeasured]) if unmeasured else "measured")
         failed = failed or bool(unmeasured) or not report.steady or not report.many
+        failed = failed or not report.catch_up
     return 1 if failed else 0
 
 

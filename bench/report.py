@@ -20,12 +20,33 @@ BASELINES = (BARE, FLOOR)
 
 
 @dataclass
+class CatchUp:
+    """A viewer back after ``away`` seconds at ``rate`` updates/s: what it was sent."""
+
+    away: float
+    rate: float
+    rows_changed: int  # calls that changed while it was away
+    bytes: int  # the pushes it received until it showed the chat's version
+    whole: int  # what a fresh page (from version 0) received for the same chat
+    rows_before: int  # calls the chat had when it left
+
+    def line(self) -> str:
+        per_row = self.bytes / max(self.rows_changed, 1)
+        return (
+            f"back after {self.away:g} s at {self.rate:g}/s: {kib(self.bytes)} for "
+            f"{self.rows_changed:,} rows changed ({per_row:,.0f} bytes a row); a fresh page: "
+            f"{kib(self.whole)} for the whole chat"
+        )
+
+
+@dataclass
 class Report:
     absorbed: dict[tuple[str, int], Probe | None] = field(default_factory=dict)
     steady: dict[tuple[str, int], list[Probe]] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
     many: dict[str, list[Probe]] = field(default_factory=dict)  # many chats at once
     many_absorbed: dict[str, Probe | None] = field(default_factory=dict)
+    catch_up: dict[str, CatchUp] = field(default_factory=dict)  # a viewer back after a while
     screens: dict[tuple[str, int], list[str]] = field(default_factory=dict)
 
 
@@ -86,6 +107,8 @@ def summary(args: argparse.Namespace, report: Report) -> str:
                 cells.append(rate_of(report.many_absorbed.get(name)))
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
+    for name, back in report.catch_up.items():
+        lines.append(f"catch-up, {name}: {back.line()}")
     if report.memory:
         lines.append(
             f"memory per idle viewer ({args.idle} viewers): "
