@@ -13,6 +13,7 @@ import contextlib
 import json
 import re
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -233,6 +234,11 @@ class Socket(asyncio.Protocol):
             self.transport.close()
 
 
+def fetch(request: urllib.request.Request) -> str:
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return str(answer.read().decode())
+
+
 @dataclass
 class Viewer:
     """A page's socket: asks for what changed since the version it shows, applies each push
@@ -247,7 +253,10 @@ class Viewer:
     pushes: int = 0
     resyncs: int = 0
     received: int = 0
-    received_bytes: int = 0  # of every push's text, as sent
+    received_bytes: int = 0  # of every push's text, as sent, and of every page fetched
+    reloads: int = 0  # times the server told it to fetch its page (a catch-up past a page)
+    page: str = ""  # the page's URL (koruweb), fetched when the server says "reload"
+    cookie: str | None = None
     synced: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
@@ -255,7 +264,8 @@ class Viewer:
         cls, url: str, cookie: str | None = None, origin: str | None = None, since: int = 0
     ) -> Viewer:
         socket = await Socket.open(url, {"Cookie": cookie} if cookie else {}, origin)
-        viewer = cls(socket, shown=since)
+        page = url.replace("ws://", "http://").replace("/ws/chats/", "/chats/")
+        viewer = cls(socket, shown=since, page=page if "/ws/chats/" in url else "", cookie=cookie)
         socket.on_message = viewer.receive
         viewer.ask()
         return viewer
@@ -268,6 +278,10 @@ class Viewer:
         self.received += 1
         self.received_bytes += len(text.encode())
         push = json.loads(text)
+        if push.get("reload") and push["from"] == self.shown and self.page:
+            self.reloads += 1
+            asyncio.get_running_loop().create_task(self.reload())
+            return
         if push["to"] < self.shown or (push["to"] == self.shown and self.synced.is_set()):
             return  # nothing new for this screen
         if push["from"] != self.shown:
@@ -280,6 +294,20 @@ class Viewer:
         self.asked = False
         self.pushes += 1
         self.synced.set()
+
+    async def reload(self) -> None:
+        """As a page does (``static/koruweb/live/live.js``): fetch the page, show its rows at
+        its version, and ask for what changed since."""
+        asked = urllib.request.Request(self.page, headers={"Cookie": self.cookie or ""})
+        html = await asyncio.to_thread(fetch, asked)
+        live = re.search(r'<[^>]*\bid="live"[^>]*>', html)
+        version = re.search(r'data-version="(\d+)"', live.group(0)) if live else None
+        assert version is not None, f"no version on {self.page}"
+        self.received_bytes += len(html.encode())
+        self.rows = {}
+        self.apply(html, time.perf_counter())
+        self.shown = int(version.group(1))
+        self.ask()
 
     def apply(self, content: str, now: float) -> None:
         for match in TR.finditer(content):

@@ -71,7 +71,9 @@ async def settled_screens(level: Level) -> list[str]:
     behind = [n for n, v in enumerate(level.viewers) if v.shown < chat_version]
     problems = [f"viewer {n} shows version {level.viewers[n].shown}" for n in behind]
     screens = [v.rows for v in level.viewers]
-    return problems + await asyncio.to_thread(data.screens_match, level.chat_id, screens, alias)
+    windowed = [v.reloads > 0 for v in level.viewers]
+    found = await asyncio.to_thread(data.screens_match, level.chat_id, screens, alias, windowed)
+    return problems + found
 
 
 def bare_screens(level: Level) -> list[str]:
@@ -207,7 +209,7 @@ async def catch_up(target: Target, away: float, rate: float = 200) -> CatchUp:
     back = await Viewer.open(url, target.cookie or None, origin, since=left.shown)
     fresh = await Viewer.open(url, target.cookie or None, origin, since=0)
     await wait_shown([back, fresh], version)
-    result = CatchUp(away, rate, changed, back.received_bytes, fresh.received_bytes, len(before))
+    result = CatchUp(away, rate, changed, back.received_bytes, fresh.received_bytes, back.reloads)
     say(f"  {target.name:>24} {result.line()}")
     await asyncio.gather(back.close(), fresh.close(), level.agent.close())
     return result

@@ -28,14 +28,13 @@ class CatchUp:
     rows_changed: int  # calls that changed while it was away
     bytes: int  # the pushes it received until it showed the chat's version
     whole: int  # what a fresh page (from version 0) received for the same chat
-    rows_before: int  # calls the chat had when it left
+    reloads: int  # it was told to fetch its page (it missed more calls than a page shows)
 
     def line(self) -> str:
-        per_row = self.bytes / max(self.rows_changed, 1)
+        how = "fetching its page" if self.reloads else "in pushes"
         return (
-            f"back after {self.away:g} s at {self.rate:g}/s: {kib(self.bytes)} for "
-            f"{self.rows_changed:,} rows changed ({per_row:,.0f} bytes a row); a fresh page: "
-            f"{kib(self.whole)} for the whole chat"
+            f"back after {self.away:g} s at {self.rate:g}/s, {self.rows_changed:,} rows "
+            f"changed: {kib(self.bytes)} ({how}); a new page of the chat: {kib(self.whole)}"
         )
 
 

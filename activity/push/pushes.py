@@ -103,18 +103,31 @@ def push_text(since: int, version: int, html: str) -> str:
     return json.dumps({"from": since, "to": version, "content": html})
 
 
-def render_push(chat_id: uuid.UUID, since: int) -> list[str]:
+def render_push(chat_id: uuid.UUID, since: int, catch_up: bool = False) -> list[str]:
     """What brings a page from version ``since`` to now, as push texts to send in order, none
     longer than ``PUSH_MAX_BYTES``: one push (one render, as ever) when the change fits, else
-    its parts, else one telling the page to fetch its regions over HTTP."""
+    its parts, else one telling the page to fetch its regions over HTTP. A page catching up
+    (``catch_up``: one page's own request, after it was away) that missed more calls than a
+    page shows is told to fetch its regions too: the window a fresh load draws costs less than
+    every call it missed (bench/README.md, "Catch-up")."""
     c = reads.changes(chat_id, since)
     if since > c.version:  # the page says it is ahead of the database: it fetches the truth
+        return [json.dumps({"from": since, "to": c.version, "reload": True})]
+    if catch_up and brought(c) > reads.LIVE_ROWS:
         return [json.dumps({"from": since, "to": c.version, "reload": True})]
     to = c.version
     text = push_text(since, to, "".join(fragments(c)))
     if len(text) <= settings.PUSH_MAX_BYTES:  # ASCII (json.dumps escapes the rest): len = bytes
         return [text]
     return split(since, to, list(units(c)), settings.PUSH_MAX_BYTES)
+
+
+def brought(c: reads.Changes) -> int:
+    """The calls a change draws: new ones, in new turns and after the page's last segment, and
+    changed ones the page may show."""
+    new = sum(len(s.rows) for t in c.new_turns for s in t.segments)
+    added = sum(len(f.added) + sum(len(s.rows) for s in f.segments) for f in c.flows)
+    return new + added + len(c.rows)
 
 
 @dataclass(frozen=True)

@@ -342,13 +342,15 @@ class ViewerConsumer(Browser):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page says which version it shows; it gets exactly what changed since, in as
-        many pushes as ``PUSH_MAX_BYTES`` makes it (``pushes.render_push``)."""
+        many pushes as ``PUSH_MAX_BYTES`` makes it, or, past a page's calls, the word to fetch
+        its regions (``pushes.render_push``)."""
         since = since_asked(text_data)
         if self.chat_id is None or since is None:
             return  # not a resync request: nothing else is taken from a browser here
         self.held = []  # pushes wait until the catch-up is out, so the page sees them in order
         try:
-            texts = await database_sync_to_async(pushes.render_push)(self.chat_id, since)
+            catch_up = database_sync_to_async(pushes.render_push)
+            texts = await catch_up(self.chat_id, since, catch_up=True)
             for text in texts:
                 await self.send(text_data=text)
         finally:

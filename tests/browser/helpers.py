@@ -240,3 +240,21 @@ def set_visibility(page: Page, hidden: bool) -> None:
         }""",
         hidden,
     )
+
+
+# A page's sockets, so a test can drop one as a network would (init script: before htmx).
+TRACK_SOCKETS = """(() => {
+  const Native = window.WebSocket;
+  window.__sockets = [];
+  window.WebSocket = class extends Native {
+    constructor(...args) { super(...args); window.__sockets.push(this); }
+  };
+})()"""
+# A page that seems hidden waits until it is shown to connect again (hx-ws's
+# pauseOnBackground): set_visibility(page, hidden=False) brings it back.
+DROP = """() => {
+  Object.defineProperty(document, "hidden", {configurable: true, get: () => true});
+  return window.__sockets
+    .filter((s) => s.url.includes("/ws/chats/") && s.readyState === WebSocket.OPEN)
+    .map((s) => s.close()).length;
+}"""

@@ -34,7 +34,9 @@ from activity.models import Chat, Role
 from activity.review.reads import LIVE_ROWS
 from tests import frames
 from tests.browser.helpers import (
+    DROP,
     RECONNECT_TIMEOUT,
+    TRACK_SOCKETS,
     Live,
     Team,
     answer_heard,
@@ -246,24 +248,6 @@ class Watchers:
                 page.close()
         self.pages = [None] * len(self.pages)
         self.lives = []
-
-
-# Page three's sockets, so the test can drop one as a network would (init script: before htmx).
-TRACK_SOCKETS = """(() => {
-  const Native = window.WebSocket;
-  window.__sockets = [];
-  window.WebSocket = class extends Native {
-    constructor(...args) { super(...args); window.__sockets.push(this); }
-  };
-})()"""
-# A page that seems hidden waits until it is shown to connect again (hx-ws's
-# pauseOnBackground): set_visibility(page, hidden=False) brings it back.
-DROP = """() => {
-  Object.defineProperty(document, "hidden", {configurable: true, get: () => true});
-  return window.__sockets
-    .filter((s) => s.url.includes("/ws/chats/") && s.readyState === WebSocket.OPEN)
-    .map((s) => s.close()).length;
-}"""
 
 
 @pytest.fixture

@@ -291,6 +291,48 @@ async def test_a_page_ahead_of_the_chat_is_told_the_chats_real_version_and_to_fe
         await agent.disconnect()
 
 
+async def test_a_page_back_after_more_calls_than_a_page_shows_is_told_to_fetch_its_page(
+    acme_viewer,
+):
+    from activity.review.reads import LIVE_ROWS
+
+    async def pushed_up_to_now(watch: WebsocketCommunicator) -> int:
+        """Read the live pushes until the page would show the chat's version."""
+        version = (await Chat.objects.aget(pk=chat_id)).version
+        while (await watch.receive_json_from(timeout=5))["to"] < version:
+            pass
+        return version
+
+    _, token = await workspace_with_token()
+    chat_id, attempt, reply = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    agent = await runner(token, chat_id)
+    await send_all(agent, frames.turn_started(1, attempt, reply))
+    watch = await viewer(acme_viewer, chat_id)
+    assert (await watch.connect())[0]
+    try:
+        await watch.send_json_to({"since": 0})
+        left = (await watch.receive_json_from(timeout=5))["to"]
+        few = [frames.tool_call(n, f"c{n}", f"Read f{n}.py", kind="read") for n in range(2, 5)]
+        await send_all(agent, *few)
+        now = await pushed_up_to_now(watch)
+        await watch.send_json_to({"since": left})  # back after three calls: they come pushed
+        back = await watch.receive_json_from(timeout=5)
+        assert (back["from"], back["to"]) == (left, now)
+        assert back["content"].count('<tr id="tool-') == 3
+        many = [
+            frames.tool_call(n, f"c{n}", f"Read f{n}.py", kind="read")
+            for n in range(5, 5 + LIVE_ROWS + 1)
+        ]
+        await send_all(agent, *many)
+        later = await pushed_up_to_now(watch)
+        await watch.send_json_to({"since": now})  # back after more calls than a page shows
+        answer = await watch.receive_json_from(timeout=5)
+        assert answer == {"from": now, "to": later, "reload": True}
+    finally:
+        await watch.disconnect()
+        await agent.disconnect()
+
+
 async def test_a_catch_up_many_times_the_push_bound_comes_in_parts_that_chain(
     settings, acme_viewer
 ):
@@ -401,10 +443,10 @@ async def test_pushes_during_a_catch_up_reach_the_page_after_it_in_order(monkeyp
     rendering, go = threading.Event(), threading.Event()
     render = pushes.render_push
 
-    def slow_render(chat_id: uuid.UUID, since: int) -> list[str]:
+    def slow_render(chat_id: uuid.UUID, since: int, catch_up: bool = False) -> list[str]:
         rendering.set()
         go.wait(10)  # the catch-up is still being rendered while a push arrives
-        return render(chat_id, since)
+        return render(chat_id, since, catch_up)
 
     monkeypatch.setattr(pushes, "render_push", slow_render)
     try:
