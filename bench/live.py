@@ -173,8 +173,7 @@ async def many_chats(args: argparse.Namespace, targets: list[Target], report: Re
             levels = await open_levels(target, args.chats, args.chat_viewers, args.window)
             result = await quiet_probe(levels, rate, args.chat_seconds)
             report.many.setdefault(target.name, []).append(result)
-            for level in levels:
-                await check(level, report, quiet=True)
+            await asyncio.gather(*(check(level, report, quiet=True) for level in levels))
             await asyncio.gather(*(close_level(level) for level in levels))
             await asyncio.sleep(0.5)
     if args.seconds:
