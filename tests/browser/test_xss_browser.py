@@ -26,6 +26,7 @@ from playwright.sync_api import Page, expect
 
 from activity.models import AgentToken, Chat, Membership, Prompt, Role, ToolActivity, Workspace
 from activity.review.mentions import add_comment
+from activity.review.reads import on_page
 from tests import frames
 from tests.browser.helpers import Live, Team, open_chat, password_hash, sign_in
 from tests.browser.runner import Runner
@@ -354,9 +355,11 @@ def test_no_payload_in_any_field_an_agent_or_a_person_controls_runs_on_any_page(
 
     # The agent's fields, on the page's first render.
     every_agent_field(runner, seq, corpus, "first")
-    rows = list(
-        ToolActivity.objects.filter(chat_id=runner.chat_id, tool_call_id__startswith="first_call")
-    )
+    # The calls the page's first render shows (a run's page shows its latest calls, and those
+    # waiting for a person: activity/review/reads.py, on_page), so every comment is on it.
+    calls = ToolActivity.objects.filter(chat_id=runner.chat_id)
+    rows = list(on_page(calls).filter(tool_call_id__startswith="first_call").order_by("position"))
+    assert len(rows) >= 4
     # People named after each payload, commenting on the calls.
     for n, p in enumerate(corpus):
         person = User.objects.create(username=p[:150], password=password_hash())
@@ -393,6 +396,7 @@ def test_no_payload_in_any_field_an_agent_or_a_person_controls_runs_on_any_page(
     big_turn = rows[0].attempt_id
     for path in (
         f"/chats/{runner.chat_id}/turns/{big_turn}/",
+        f"/chats/{runner.chat_id}/turns/{big_turn}/?page=2",  # a turn page holds 100 calls
         f"/tools/{rows[3].pk}/",
         f"/tools/{rows[3].pk}/comments",
         f"/prompts/{Prompt.objects.filter(chat_id=runner.chat_id).earliest('opened_at').pk}/answer",
