@@ -226,7 +226,7 @@ async def open_levels(target: Target, chats: int, viewers: int, window: int) -> 
     levels: list[Level] = []
     for start in range(0, chats, 10):  # ten chats at a time: runners do not start in one tick
         batch = range(start, min(chats, start + 10))
-        levels += await asyncio.gather(*(open_level(target, viewers, window) for _ in batch))
+        levels += await asyncio.gather(*(open_level(target, viewers, window, k) for k in batch))
     return levels
 
 

@@ -40,8 +40,10 @@ class Target:
         """The server's processes: the agent connects to the first, viewer n to the nth in turn."""
         return list(self.server.processes) if isinstance(self.server, Team) else [self.server]
 
-    def agent_url(self) -> str:
-        ws_url = self.processes[0].ws_url
+    def agent_url(self, k: int = 0) -> str:
+        """The runner socket of chat ``k``: on the first process, or (many chats in team mode)
+        on each process in turn, as runners reach a team's processes behind its proxy."""
+        ws_url = self.processes[k % len(self.processes)].ws_url
         return f"{ws_url}/ws/agent/" if self.koruweb else f"{ws_url}/agent"
 
     def viewer_url(self, chat_id: uuid.UUID, n: int) -> tuple[str, str]:
@@ -122,9 +124,9 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-async def open_level(target: Target, n: int, window: int) -> Level:
+async def open_level(target: Target, n: int, window: int, k: int = 0) -> Level:
     chat_id = uuid.uuid4()
-    agent = await Agent.open(target.agent_url(), chat_id, target.token or None, window)
+    agent = await Agent.open(target.agent_url(k), chat_id, target.token or None, window)
     if target.koruweb:  # a turn for the rows, before any viewer looks
         await agent.send(frames.turn_started(agent.seq + 1, uuid.uuid4(), uuid.uuid4()))
         await agent.settle()
