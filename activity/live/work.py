@@ -29,6 +29,9 @@ KIND_VERSIONS: dict[type[Model], tuple[str, ...]] = {
 }
 
 
+FACET_FIELDS = {"status", "agent_kind", "approval"}  # a call's fields the filter bar counts
+
+
 class FrameError(Exception):
     """A frame that cannot be applied; its message is sent back to the runner."""
 
@@ -150,6 +153,8 @@ def write(work: Work, since: int) -> None:
         chat.version = since + 1
         for obj in [*work.new, *(obj for obj, _ in work.dirty.values())]:
             kinds.update(KIND_VERSIONS.get(type(obj), ()))
+        if _facets_changed(work):
+            kinds.add("facets_version")
         for name in kinds:
             setattr(chat, name, chat.version)
         for obj in work.new:
@@ -196,6 +201,17 @@ def update(changed: list[tuple[Model, set[str]]]) -> None:
         ]
         with connection.cursor() as cursor:
             cursor.executemany(sql, rows)
+
+
+def _facets_changed(work: Work) -> bool:
+    """Whether the change moves what the filter bar counts or points at (``filters.panel``):
+    a new call or prompt, a call's status, kind or approval, any change to a prompt."""
+    if any(isinstance(obj, ToolActivity | Prompt) for obj in work.new):
+        return True
+    return any(
+        isinstance(obj, Prompt) or (isinstance(obj, ToolActivity) and fields & FACET_FIELDS)
+        for obj, fields in work.dirty.values()
+    )
 
 
 def _column(f: Field[Any, Any]) -> str:

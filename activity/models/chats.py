@@ -53,6 +53,9 @@ class Chat(models.Model):
     turns_version = models.PositiveBigIntegerField(default=0)
     replies_version = models.PositiveBigIntegerField(default=0)
     rows_version = models.PositiveBigIntegerField(default=0)
+    # The chat version that last changed what the filter bar counts or points at: a call made,
+    # a call's status, kind or approval, a prompt; a push draws the bar only past it.
+    facets_version = models.PositiveBigIntegerField(default=0)
     current_attempt = models.ForeignKey(
         "InferenceAttempt", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

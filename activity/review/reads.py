@@ -72,7 +72,7 @@ class Changes:
     turns: list[Turn]  # changed turns the page already shows: their heads are re-rendered
     flows: list[Flow]  # turns the page shows whose reply changed or that made new calls
     rows: list[ToolActivity]  # rows the page shows that changed
-    # The filter bar at ``version``, when a row or a prompt changed since (counts, jumps); a
+    # The filter bar at ``version``, when what it counts changed since (counts, jumps); a
     # push is one render for every viewer, so it is the bar of a page with no filter.
     panel: filters.Panel | None = None
 
@@ -170,12 +170,13 @@ def changes(chat_id: uuid.UUID, since: int) -> Changes:
     # downgrade and back): then everything is.
     kinds = (chat.meta_version, chat.turns_version, chat.replies_version, chat.rows_version)
     if upto > max(kinds):
-        since_kind = dict.fromkeys(("turns", "replies", "rows"), upto)
+        since_kind = dict.fromkeys(("turns", "replies", "rows", "facets"), upto)
     else:
         since_kind = {
             "turns": chat.turns_version,
             "replies": chat.replies_version,
             "rows": chat.rows_version,
+            "facets": chat.facets_version,
         }
     changed: list[InferenceAttempt] = []
     if since_kind["turns"] > since:
@@ -195,7 +196,7 @@ def changes(chat_id: uuid.UUID, since: int) -> Changes:
         rows_list = with_prompts(list(rows.order_by("position")))
     new_rows = [r for r in rows_list if r.created_version > since]
     panel = None
-    if since_kind["rows"] > since:  # a prompt moves rows_version too (activity/live/work.py)
+    if since_kind["facets"] > since:  # a call made, a status, a prompt (activity/live/work.py)
         panel = filters.panel(chat.pk, filters.unfiltered(), upto, on_page)
     return Changes(
         chat=chat,

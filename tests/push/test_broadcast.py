@@ -157,7 +157,10 @@ def test_a_push_looks_only_for_the_kinds_that_changed_and_misses_none():
     def every_kind_changed_at_the_last_version() -> None:
         version = F("version")
         Chat.objects.filter(pk=chat_id).update(
-            turns_version=version, replies_version=version, rows_version=version
+            turns_version=version,
+            replies_version=version,
+            rows_version=version,
+            facets_version=version,
         )
 
     def filter_bar_queries() -> int:
@@ -182,6 +185,29 @@ def test_a_push_looks_only_for_the_kinds_that_changed_and_misses_none():
     assert "Reading." in both and "Succeeded" in both
     every_kind_changed_at_the_last_version()
     assert render(row_since) == (row, row_queries + 2)  # it looked for turns and replies too
+
+
+def test_a_push_draws_the_filter_bar_only_when_what_it_counts_changed():
+    chat_id = async_to_sync(new_chat)()
+
+    def pushed(*raw: dict) -> str:
+        since = ingest(chat_id, [runner_frame.validate_python(r) for r in raw]).change.since
+        html, _ = pushes.render_changes(chat_id, since)
+        return html
+
+    assert 'id="run-filter"' in pushed(frames.tool_call(2, "c1", "Run pytest", kind="execute"))
+    retitled = pushed(frames.tool_update(3, "c1", title="Run pytest -q"))  # counts the same
+    assert "Run pytest -q" in retitled and 'id="run-filter"' not in retitled
+    output = pushed(
+        frames.tool_update(
+            4, "c1", content=[{"type": "content", "content": {"type": "text", "text": "1 passed"}}]
+        )
+    )
+    assert "1 passed" in output and 'id="run-filter"' not in output
+    failed = pushed(frames.tool_update(5, "c1", status="failed"))  # a status: counted
+    assert 'id="run-filter"' in failed and "failed <span" in failed.split('id="run-filter"')[1]
+    asked = pushed(frames.permission(6, 1, "c1", "Run pytest -q"))  # a prompt: the jump to it
+    assert 'id="run-filter"' in asked and "jump-prompt" in asked
 
 
 def test_a_chat_written_by_code_without_kind_versions_pushes_every_kind():
