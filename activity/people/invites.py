@@ -19,14 +19,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.core.cache import caches
 from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
 from activity.models.accounts import Membership, Role, hash_token
 from activity.models.invites import Invite, InviteState
-from activity.people import login
+from activity.people import limits, login
 
 if TYPE_CHECKING:
     from activity.models import Workspace
@@ -113,7 +112,7 @@ def _address(request: HttpRequest) -> str:
 
 
 def locked_out(request: HttpRequest) -> bool:
-    count = caches[login.CACHE].get(_address(request)) or 0  # the login page's cache
+    count = limits.shared(login.CACHE).get(_address(request)) or 0  # the login page's cache
     return bool(count >= settings.LOGIN_FAILURE_LIMIT)
 
 

@@ -6,16 +6,36 @@ ends ``window`` seconds later: ``add`` starts it, ``incr`` keeps its expiry, so 
 cannot keep a window open for ever. The login page counts wrong passwords here
 (``login.count_failure``), the invite links unknown links, and the comment form comments per
 person per minute (``COMMENTS_PER_MINUTE``, ``comment_allowed``).
+
+Every use takes the process's one instance of a cache (``shared``): Django's ``caches[alias]``
+is one instance per async context, so per open socket, and each ``RedisCache`` instance keeps a
+connection pool of its own (docs/gotchas.md#caches-are-per-async-context).
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 
 from django.conf import settings
 from django.core.cache import caches
+from django.core.cache.backends.base import BaseCache
 
 CACHE = "login_throttle"
+_shared: dict[tuple[str, str], BaseCache] = {}
+_making = threading.Lock()
+
+
+def shared(alias: str = CACHE) -> BaseCache:
+    """This process's one instance of cache ``alias`` (a new one if its settings changed, as
+    in a test that overrides them)."""
+    made = (alias, repr(settings.CACHES[alias]))
+    found = _shared.get(made)
+    if found is None:
+        with _making:
+            found = _shared.get(made) or caches.create_connection(alias)
+            _shared[made] = found
+    return found
 
 
 def key(kind: str, value: str) -> str:
@@ -25,7 +45,7 @@ def key(kind: str, value: str) -> str:
 
 def count(key: str, window: int) -> int:
     """One more under ``key``; the count so far, this one included."""
-    cache = caches[CACHE]
+    cache = shared()
     if cache.add(key, 1, timeout=window):
         return 1
     try:

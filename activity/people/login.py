@@ -15,7 +15,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 
 from activity.people import limits
@@ -34,7 +33,7 @@ def _keys(request: HttpRequest) -> list[str]:
 
 
 def locked_out(request: HttpRequest) -> bool:
-    counts = caches[CACHE].get_many(_keys(request))
+    counts = limits.shared(CACHE).get_many(_keys(request))
     return any(count >= settings.LOGIN_FAILURE_LIMIT for count in counts.values())
 
 
@@ -51,7 +50,7 @@ def record_failure(request: HttpRequest) -> None:
 
 
 def record_success(request: HttpRequest) -> None:
-    caches[CACHE].delete(_keys(request)[0])
+    limits.shared(CACHE).delete(_keys(request)[0])
 
 
 def wait_words() -> str:

@@ -22,7 +22,7 @@ everyone who receives it; what differs per person is the page's to work out (nee
 A needs socket starts from ``snapshot`` (its person's counts, and so their workspaces) and, on a
 runs page, from ``catch_up`` (the lines that page shows): nothing said between the page's render
 and the socket joining its groups is missed. On every heartbeat it joins its groups again, and
-in team mode is sent ``snapshot`` again (``people_consumers.GroupMember``): a restarted Redis
+in team mode is sent ``snapshot`` again (``activity/sockets/inbox.GroupMember``): a restarted Redis
 forgot them, and what it said to nobody meanwhile is put right within a heartbeat.
 """
 

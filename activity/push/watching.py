@@ -3,9 +3,9 @@
 Each open viewer socket (``consumers.ViewerConsumer``) is an entry — chat, user, socket id,
 expiry — in the ``watching`` cache: Redis when ``REDIS_URL`` is set (a sorted set per chat, its
 members ``<user id>:<socket id>`` scored by when they expire), so every process sees every
-entry; otherwise this process's memory (the embedded mode has one process). The socket's own
-task renews its entry every ``WATCHING_HEARTBEAT_SECONDS`` and ends with it
-(docs/gotchas.md#tasks-outlive-their-socket); the socket's close removes it; an entry nobody
+entry; otherwise this process's memory (the embedded mode has one process). The process's
+heartbeat renews it every ``WATCHING_HEARTBEAT_SECONDS`` while its socket is open
+(activity/sockets/beats.py); the socket's close removes it; an entry nobody
 renews (its process was killed) is gone ``EXPIRY_BEATS`` heartbeats later. A person is listed
 once, however many tabs they have open.
 
@@ -39,13 +39,13 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.redis import RedisCache
 from django.template.loader import render_to_string
 from redis.exceptions import RedisError
 
 from activity.core import groups
+from activity.people import limits
 
 log = logging.getLogger(__name__)
 CACHE = "watching"
@@ -70,6 +70,8 @@ def expiry() -> float:
 class Store(Protocol):
     """Entries with an expiry, in sets named by a chat id (or, for ``activity/sockets/floods.py``,
     by whose sockets they are): ``put`` returns how many live entries its set has now."""
+
+    cache: Any  # the process's one instance of the ``watching`` cache (``limits.shared``)
 
     def put(self, chat_id: object, member: str, expires: float) -> int: ...
 
@@ -162,7 +164,7 @@ class CacheStore:
 def store(prefix: str = CACHE) -> Store:
     """The store of the ``watching`` cache; ``prefix`` names its sets apart from others kept
     there the same way (the sockets' slots, ``activity/sockets/floods.py``)."""
-    cache = caches[CACHE]
+    cache = limits.shared(CACHE)
     return RedisStore(cache, prefix) if isinstance(cache, RedisCache) else CacheStore(cache, prefix)
 
 
@@ -307,8 +309,9 @@ async def look(chat_id: uuid.UUID, local: Local) -> None:
 
 
 class Watch:
-    """One viewer socket's entry: written when the socket opens, renewed by its own task,
-    removed when it closes. ``shows``: its page asked for the list, and gets it at once."""
+    """One viewer socket's entry: written when the socket opens, renewed on the process's
+    heartbeat (``renew``, from its socket: activity/sockets/beats.py), removed when it closes.
+    ``shows``: its page asked for the list, and gets it at once."""
 
     def __init__(self, chat_id: uuid.UUID, user_id: int, viewer: Viewer, shows: bool) -> None:
         self.chat_id = chat_id
@@ -316,14 +319,12 @@ class Watch:
         self.viewer = viewer
         self.shows = shows
         self.entered = False  # its entry was written (or tried: the store may be away)
-        self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.put()
         self.entered = True
         local = _chats.setdefault(self.chat_id, Local())
         local.watches.add(self)
-        self.task = asyncio.get_running_loop().create_task(self.beat())
         await look(self.chat_id, local)
         if self.shows and local.html:  # also when this person was watching already
             await self.viewer.deliver(text(local.html))
@@ -335,25 +336,16 @@ class Watch:
         except FAULTS as fault:  # it is written again at the next heartbeat
             log.warning("recording a watcher of chat %s failed: %r", self.chat_id, fault)
 
-    async def beat(self) -> None:
+    async def renew(self) -> None:
         """Renew the entry; look at the chat again unless a socket here just did."""
-        while True:
-            await asyncio.sleep(heartbeat())
-            await self.put()
-            local = _chats.get(self.chat_id)
-            if local is not None and time.monotonic() - local.looked >= heartbeat() / 2:
-                await look(self.chat_id, local)
-
-    def end_tasks(self) -> None:
-        """The renewals end with the socket, however it ends
-        (docs/gotchas.md#tasks-outlive-their-socket)."""
-        if self.task is not None:
-            self.task.cancel()
+        await self.put()
+        local = _chats.get(self.chat_id)
+        if local is not None and time.monotonic() - local.looked >= heartbeat() / 2:
+            await look(self.chat_id, local)
 
     async def stop(self) -> None:
         """The socket closed: its entry goes, and if that was its person's last page of the
         chat anywhere, every viewer of the chat is told."""
-        self.end_tasks()
         try:
             await asyncio.to_thread(store().remove, self.chat_id, self.entry)
         except FAULTS as fault:  # it expires instead

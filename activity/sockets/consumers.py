@@ -3,7 +3,7 @@
 ``AgentConsumer`` (``/ws/agent/``) relays a runner's socket to its session (``pipeline.py``:
 hello, batches, acknowledgements, heartbeat; its close codes). ``ViewerConsumer``
 (``/ws/chats/<id>/``) sends a browser what changed since the version it shows, then every push.
-The inbox and needs sockets (``/ws/inbox/``, ``/ws/needs/``) are ``people_consumers.py``'s; all
+The inbox and needs sockets (``/ws/inbox/``, ``/ws/needs/``) are ``inbox.py``'s; all
 three are a ``Browser``, closed as soon as its person's session or access ends (``revoke.py``).
 ``HostConsumer`` (``/ws/host/``) relays an agent host's socket to its ``hosts.HostSession``.
 """
@@ -29,7 +29,7 @@ from activity.models import AgentToken
 from activity.models.accounts import TokenKind
 from activity.people import access
 from activity.push import broadcast, pushes, watching
-from activity.sockets import revoke, watchdog
+from activity.sockets import beats, revoke, watchdog
 from activity.sockets.floods import Slot, person_slot, say_once, token_slot, too_many_sockets
 from activity.sockets.pipeline import RunnerSession
 from activity.wire.frames import (
@@ -130,8 +130,7 @@ class TokenRelay[S: Session](Relay):
             if self.session is not None:
                 self.session.end_tasks()
             self.end_waiting()
-            if self.slot is not None:
-                self.slot.end_tasks()
+            beats.discard(self)
 
     async def connect(self) -> None:
         await self.accept()  # accept, then close with a code: never an endless retry loop
@@ -147,6 +146,7 @@ class TokenRelay[S: Session](Relay):
             await self.close(code=CLOSE_RATE, reason=reason)
             return
         self.slot = slot
+        beats.add(self)  # its slot is renewed on the process's heartbeat
         self.session = self.new_session(token.workspace_id, token.pk)
         await self.session.start()
         self.waiting = asyncio.get_running_loop().create_task(self.wait_for_hello(slot.whose))
@@ -170,6 +170,10 @@ class TokenRelay[S: Session](Relay):
         if self.session is not None:
             await self.session.receive(text_data)
 
+    async def renew(self) -> None:
+        if self.slot is not None:
+            await self.slot.renew()
+
     async def token_revoked(self, event: dict[str, Any]) -> None:
         await self.close(code=CLOSE_UNAUTHORIZED, reason=f"the {self.kind.value} token was revoked")
 
@@ -177,6 +181,7 @@ class TokenRelay[S: Session](Relay):
         self.end_waiting()
         if self.session is not None:
             await self.session.stop()
+        beats.discard(self)
         slot, self.slot = self.slot, None
         if slot is not None:
             await slot.free()
@@ -254,10 +259,7 @@ class Browser(Relay):
         try:
             await super().__call__(scope, receive, send)
         finally:
-            if self.guard is not None:
-                self.guard.end_tasks()
-            if self.slot is not None:
-                self.slot.end_tasks()
+            beats.discard(self)
 
     async def guarded(self, *more: str) -> bool:
         """Take a slot of its person's, then join the groups that revoke it. False when its
@@ -272,7 +274,16 @@ class Browser(Relay):
         key = revoke.session_key(self.scope)
         self.guard = revoke.Guard(self, key, user_id, *more)
         await self.guard.start()
+        beats.add(self)
         return True
+
+    async def renew(self) -> None:
+        """One heartbeat's renewals (``beats.py``): its slot, its groups and its session's
+        check."""
+        if self.slot is not None:
+            await self.slot.renew()
+        if self.guard is not None:
+            await self.guard.renew()
 
     async def send(
         self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
@@ -290,6 +301,7 @@ class Browser(Relay):
             await self.close(code=code, reason=reason)
 
     async def let_go(self) -> None:
+        beats.discard(self)
         guard, self.guard = self.guard, None
         if guard is not None:
             await guard.stop()
@@ -313,15 +325,6 @@ class ViewerConsumer(Browser):
     held: list[str] | None = None  # pushes that came while a catch-up was being rendered
     watch: watching.Watch | None = None  # this page among the chat's watchers
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Its watching entry's renewals end with the consumer, however it ends
-        (docs/gotchas.md#tasks-outlive-their-socket)."""
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            if self.watch is not None:
-                self.watch.end_tasks()
-
     async def connect(self) -> None:
         await self.accept()
         user = self.scope["user"]
@@ -339,6 +342,11 @@ class ViewerConsumer(Browser):
         await broadcast.join(chat_id, self)
         self.watch = watching.Watch(chat_id, user.pk, self, watching.asked(self.scope))
         await self.watch.start()
+
+    async def renew(self) -> None:
+        await super().renew()
+        if self.watch is not None:
+            await self.watch.renew()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page says which version it shows; it gets exactly what changed since, in as

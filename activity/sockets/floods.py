@@ -6,8 +6,9 @@
   its host token's (``HOST_SOCKETS_PER_TOKEN``). A socket past the limit is accepted and closed
   at once with ``CLOSE_RATE``. A slot is an entry with an expiry in the ``watching`` cache, kept
   as ``activity/push/watching.py`` keeps a chat's watchers (``watching.store``: a sorted set in
-  Redis that every process shares, this process's memory without it), renewed by the socket's
-  own task every ``WATCHING_HEARTBEAT_SECONDS`` and removed when the socket closes; a process
+  Redis that every process shares, this process's memory without it), renewed on the process's
+  heartbeat every ``WATCHING_HEARTBEAT_SECONDS`` (``beats.py``) and removed when the socket
+  closes; a process
   that died leaves entries nobody renews, gone ``watching.EXPIRY_BEATS`` heartbeats later.
 - **New chats a minute.** A runner's hello that would make a chat counts against its agent
   token: past ``AGENT_NEW_CHATS_PER_MINUTE`` within the minute that began with the first, it is
@@ -29,7 +30,6 @@ import time
 import uuid
 
 from django.conf import settings
-from django.core.cache import caches
 
 from activity.models import Chat
 from activity.people import limits
@@ -45,7 +45,7 @@ def say_once(kind: str, who: str, message: str, *args: object) -> None:
     """Log ``message`` at WARNING unless a line of this ``kind`` about ``who`` was logged within
     the minute, by any process (the ``login_throttle`` cache): a flood is one line a minute."""
     try:
-        first = caches[limits.CACHE].add(limits.key(f"said:{kind}", who), 1, timeout=MINUTE)
+        first = limits.shared().add(limits.key(f"said:{kind}", who), 1, timeout=MINUTE)
     except Exception:  # the cache is away: say it all the same
         first = True
     if first:
@@ -57,14 +57,13 @@ def say_once(kind: str, who: str, message: str, *args: object) -> None:
 
 class Slot:
     """One socket's place among the sockets of ``whose`` (a person, a token): ``take`` it once
-    the socket is authenticated, ``free`` it when the socket closes; ``end_tasks`` stops its
-    renewals however the socket ends (docs/gotchas.md#tasks-outlive-their-socket)."""
+    the socket is authenticated, ``renew`` it on the process's heartbeat (``beats.py``, from
+    its socket), ``free`` it when the socket closes."""
 
     def __init__(self, whose: str, limit: int) -> None:
         self.whose = whose
         self.limit = limit
         self.entry = uuid.uuid4().hex
-        self.task: asyncio.Task[None] | None = None
 
     def put(self) -> int:
         expires = time.time() + watching.expiry()
@@ -81,23 +80,15 @@ class Slot:
         if taken > self.limit:
             await self.free()
             return False
-        self.task = asyncio.get_running_loop().create_task(self.beat())
         return True
 
-    async def beat(self) -> None:
-        while True:
-            await asyncio.sleep(watching.heartbeat())
-            try:
-                await asyncio.to_thread(self.put)
-            except watching.FAULTS as fault:  # written again at the next heartbeat
-                log.warning("renewing a socket of %s failed: %r", self.whose, fault)
-
-    def end_tasks(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+    async def renew(self) -> None:
+        try:
+            await asyncio.to_thread(self.put)
+        except watching.FAULTS as fault:  # written again at the next heartbeat
+            log.warning("renewing a socket of %s failed: %r", self.whose, fault)
 
     async def free(self) -> None:
-        self.end_tasks()
         try:
             await asyncio.to_thread(watching.store(SLOTS).remove, self.whose, self.entry)
         except watching.FAULTS as fault:  # it expires instead
@@ -134,7 +125,7 @@ def new_chat_wait(token_id: int, chat_id: uuid.UUID, acked: int) -> float | None
     key = limits.key("new-chats", str(token_id))
     began = f"{key}:began"
     counted = limits.count(key, MINUTE)
-    cache = caches[limits.CACHE]
+    cache = limits.shared()
     if counted == 1:
         cache.set(began, time.time(), timeout=MINUTE)
     if counted <= settings.AGENT_NEW_CHATS_PER_MINUTE:

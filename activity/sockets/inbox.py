@@ -23,7 +23,7 @@ from django.conf import settings
 from activity.core import groups
 from activity.people import access
 from activity.push import inbox as needs
-from activity.push import pushes, watching
+from activity.push import pushes
 from activity.sockets.consumers import Browser
 from activity.wire.frames import CLOSE_UNAUTHORIZED
 
@@ -39,38 +39,29 @@ class GroupMember(Browser):
     ``group_expiry``, and, on Redis, sends its page what it needs to be right again
     (``resync``): what was said while no group reached it is not missed for longer than a
     heartbeat. The in-memory layer never forgets a group: nothing is sent again there. A beat
-    that fails is logged and the next one tries again; the beats end with the consumer, however
-    it ends (docs/gotchas.md#tasks-outlive-their-socket)."""
-
-    beating: asyncio.Task[None] | None = None
+    that fails is logged and the next one tries again. The beats are the process's
+    (``beats.py``, through ``Browser.renew``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.groups_joined: list[str] = []
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.end_tasks()
-
     async def join(self, names: list[str]) -> None:
         for name in names:
             await self.channel_layer.group_add(name, self.channel_name)
         self.groups_joined = [*self.groups_joined, *names]
-        if self.beating is None:
-            self.beating = asyncio.get_running_loop().create_task(self.beat())
 
-    async def beat(self) -> None:
-        while True:
-            await asyncio.sleep(watching.heartbeat())
-            try:
-                for name in self.groups_joined:
-                    await self.channel_layer.group_add(name, self.channel_name)
-                if settings.REDIS_URL:
-                    await self.resync()
-            except Exception as fault:  # Redis or the database away: the next beat
-                log.warning("a %s missed a heartbeat: %r", type(self).__name__, fault)
+    async def renew(self) -> None:
+        await super().renew()
+        if self.revoked:
+            return
+        try:
+            for name in self.groups_joined:
+                await self.channel_layer.group_add(name, self.channel_name)
+            if settings.REDIS_URL:
+                await self.resync()
+        except Exception as fault:  # Redis or the database away: the next beat
+            log.warning("a %s missed a heartbeat: %r", type(self).__name__, fault)
 
     async def regroup(self, before: list[str], after: list[str]) -> None:
         """Move from the groups ``before`` to the groups ``after`` (its person's access
@@ -85,12 +76,7 @@ class GroupMember(Browser):
     async def resync(self) -> None:
         """Send the page what brings it back to the truth after its groups were forgotten."""
 
-    def end_tasks(self) -> None:
-        if self.beating is not None:
-            self.beating.cancel()
-
     async def let_go(self) -> None:
-        self.end_tasks()
         joined, self.groups_joined = self.groups_joined, []
         for name in joined:
             await self.channel_layer.group_discard(name, self.channel_name)

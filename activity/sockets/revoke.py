@@ -16,8 +16,8 @@ database check per push:
   ``groups.viewers(chat id)``: its pages close with ``CLOSE_GONE``.
 
 A session that ends without a logout — it expired, was flushed, its user was made inactive or
-changed password — is found by each socket's heartbeat (``Guard``): one look at the session
-store every ``WATCHING_HEARTBEAT_SECONDS``, as Django looks at it for a request.
+changed password — is found on each socket's heartbeat (``Guard.renew``): one look at the
+session store every ``WATCHING_HEARTBEAT_SECONDS``, as Django looks at it for a request.
 """
 
 from __future__ import annotations
@@ -27,14 +27,11 @@ import contextlib
 import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from importlib import import_module
 from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.conf import settings
-from django.contrib import auth
 from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
@@ -44,7 +41,7 @@ from django.utils.crypto import salted_hmac
 
 from activity.core import groups
 from activity.models import Chat, Membership, Workspace
-from activity.push import watching
+from activity.sockets import signin
 from activity.wire.frames import CLOSE_UNAUTHORIZED
 
 log = logging.getLogger(__name__)
@@ -62,9 +59,9 @@ def digest(session_key: str) -> str:
 
 
 def session_key(scope: dict[str, Any]) -> str:
-    """The key of the session a browser's socket was opened with ("" if it had none)."""
-    session = scope.get("session")
-    return str(getattr(session, "session_key", None) or "")
+    """The key of the session a browser's socket was opened with ("" if it had none:
+    ``signin.SignedIn`` put it there)."""
+    return str(scope.get("session_key") or "")
 
 
 # --- telling the sockets ----------------------------------------------------------------------
@@ -144,9 +141,7 @@ def signed_in(key: str, user_id: int) -> bool:
     """Whether session ``key`` still signs ``user_id`` in, as Django decides it for a request:
     the session is in the store and unexpired, its user exists, is active, and has the password
     the session was made with."""
-    request = HttpRequest()
-    request.session = import_module(settings.SESSION_ENGINE).SessionStore(key or None)
-    user = auth.get_user(request)
+    user = signin.person(key)
     return bool(user.is_authenticated and user.pk == user_id)
 
 
@@ -159,42 +154,32 @@ class Guarded(Protocol):
 
 class Guard:
     """What revokes one browser socket: it is in its session's and its person's groups (and
-    any others it names) from ``start`` to ``stop``, joins them again on every heartbeat (a
-    restarted Redis forgot them) and looks at its session then. Its heartbeat ends with the
-    socket, however the socket ends (docs/gotchas.md#tasks-outlive-their-socket)."""
+    any others it names) from ``start`` to ``stop``; on every heartbeat (``renew``, from the
+    process's heartbeat: ``beats.py``) it joins them again (a restarted Redis forgot them) and
+    looks at its session."""
 
     def __init__(self, socket: Guarded, key: str, user_id: int, *more: str) -> None:
         self.socket = socket
         self.key = key
         self.user_id = user_id
         self.names = [groups.session(digest(key)), groups.access(user_id), *more]
-        self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         for name in self.names:
             await self.socket.channel_layer.group_add(name, self.socket.channel_name)
-        self.task = asyncio.get_running_loop().create_task(self.beat())
 
-    async def beat(self) -> None:
-        while True:
-            await asyncio.sleep(watching.heartbeat())
-            try:
-                for name in self.names:
-                    await self.socket.channel_layer.group_add(name, self.socket.channel_name)
-                alive = await database_sync_to_async(signed_in)(self.key, self.user_id)
-            except Exception as fault:  # Redis or the database away: the next beat
-                log.warning("a browser socket missed a heartbeat: %r", fault)
-                continue
-            if not alive:
-                await self.socket.revoke(CLOSE_UNAUTHORIZED, SIGNED_OUT)
-                return
-
-    def end_tasks(self) -> None:
-        if self.task is not None and self.task is not asyncio.current_task():
-            self.task.cancel()
+    async def renew(self) -> None:
+        try:
+            for name in self.names:
+                await self.socket.channel_layer.group_add(name, self.socket.channel_name)
+            alive = await database_sync_to_async(signed_in)(self.key, self.user_id)
+        except Exception as fault:  # Redis or the database away: the next beat
+            log.warning("a browser socket missed a heartbeat: %r", fault)
+            return
+        if not alive:
+            await self.socket.revoke(CLOSE_UNAUTHORIZED, SIGNED_OUT)
 
     async def stop(self) -> None:
-        self.end_tasks()
         for name in self.names:
             with contextlib.suppress(Exception):  # Redis away: the membership expires
                 await self.socket.channel_layer.group_discard(name, self.socket.channel_name)

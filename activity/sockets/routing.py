@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from channels.auth import AuthMiddlewareStack
-from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import path
 
 from activity.sockets.consumers import AgentConsumer, HostConsumer, ViewerConsumer
 from activity.sockets.inbox import InboxConsumer, NeedsConsumer
+from activity.sockets.signin import SignedIn
 
 websocket_urlpatterns = [
     # Runners send no Origin: they stay outside the Origin check and present a token instead.
@@ -15,9 +14,9 @@ websocket_urlpatterns = [
     path("ws/host/", HostConsumer.as_asgi()),  # an agent host: a host token
     path(
         "ws/chats/<uuid:chat_id>/",
-        AllowedHostsOriginValidator(AuthMiddlewareStack(ViewerConsumer.as_asgi())),
+        SignedIn(ViewerConsumer.as_asgi()),
     ),
-    path("ws/inbox/", AllowedHostsOriginValidator(AuthMiddlewareStack(InboxConsumer.as_asgi()))),
+    path("ws/inbox/", SignedIn(InboxConsumer.as_asgi())),
     # Every page: the header's count of prompts waiting, and the runs list's lines (needs.py).
-    path("ws/needs/", AllowedHostsOriginValidator(AuthMiddlewareStack(NeedsConsumer.as_asgi()))),
+    path("ws/needs/", SignedIn(NeedsConsumer.as_asgi())),
 ]

@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 import pytest
+import redis
 import redis.connection
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -25,6 +26,7 @@ from django.test import Client
 
 from activity.models import Chat, Workspace
 from activity.push import broadcast, watching
+from activity.sockets import beats
 from activity.sockets.consumers import ViewerConsumer
 from koruweb.asgi import application
 from tests import frames
@@ -262,7 +264,7 @@ async def test_a_pages_renewals_end_with_its_consumer_even_one_that_dies(
     with pytest.raises(RuntimeError):
         await bobs.wait(timeout=5)
     [watch] = started
-    assert watch.task is not None and watch.task.done()
+    assert id(watch.viewer) not in {id(s) for s in beats.registered()} and not beats.beating()
     assert await entries(chat.pk) == []
 
 
@@ -327,3 +329,40 @@ def test_the_runs_list_counts_the_people_watching_each_run(acme, as_viewer, acme
     assert "2 watching" in row[: row.index("</tr>")]
     row = html[html.index(f'id="chat-{alone.pk}"') :]
     assert "watching" not in row[: row.index("</tr>")]
+
+
+# --- one store per process --------------------------------------------------------------------
+
+
+async def test_every_socket_of_a_process_uses_one_instance_of_the_store(kept_in: str):
+    """Django's ``caches[alias]`` is one instance per async context — per socket — and each
+    ``RedisCache`` instance keeps its own connection pool."""
+
+    async def cache_seen() -> object:
+        return watching.store().cache
+
+    seen = await asyncio.gather(*(asyncio.create_task(cache_seen()) for _ in range(3)))
+    assert seen[0] is seen[1] is seen[2]
+
+
+async def test_open_pages_share_the_processes_connections_to_redis(
+    acme, acme_viewer, settings, close_connections
+):
+    name = f"koruweb-test-{uuid.uuid4().hex[:8]}"
+    settings.CACHES = {
+        **settings.CACHES,
+        "watching": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": name,
+            "OPTIONS": {**settings.REDIS_CLIENT, "client_name": name},
+        },
+    }
+    chat = await new_chat(acme)
+    pages = [await opened(acme_viewer, chat.pk) for _ in range(16)]
+    await until_entries(chat.pk, 16)
+    clients = await asyncio.to_thread(redis.Redis.from_url(REDIS_URL).client_list)
+    # a connection per thread writing at once, at most: never one per page
+    assert 1 <= sum(client["name"] == name for client in clients) < len(pages) // 2
+    for page in pages:
+        await page.disconnect()

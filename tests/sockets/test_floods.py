@@ -288,7 +288,6 @@ async def test_the_slots_of_a_process_that_died_expire(settings, monkeypatch):
     for _ in range(2):  # two sockets of a process that was killed: never freed nor renewed
         slot = floods.person_slot(4242)
         assert await slot.take()
-        slot.end_tasks()
     assert not await floods.person_slot(4242).take()
     later = time.time() + watching.expiry() + 1
     monkeypatch.setattr(time, "time", lambda: later)  # the store's clock, and the cache's
