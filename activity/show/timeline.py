@@ -2,7 +2,8 @@
 time axis with labels, one lane per kind of call, readable at 10,000 calls.
 
 Where a lane has more calls than can be told apart at the page's width, its calls are counted
-into time slots instead (``SLOTS`` across the window), each slot drawn as one mark whose shade
+into time slots instead (``SLOTS`` across the window, counted by the database:
+``timeline_reads.counted``), each slot drawn as one mark whose shade
 says how busy it was; the calls of a slot that failed are a red part at its foot, as tall as their
 share of the slot's calls (one failure in forty is a thin line, a slot whose every call failed is
 all red), set apart from the rest by a seam so that it reads without colour too. A slot links to
@@ -22,10 +23,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
+from django.db.models import Q
 from django.urls import reverse
 
 from activity.core.contract import ToolApproval, ToolStatus
 from activity.models import InferenceAttempt
+from activity.show import timeline_reads
 from activity.show.timeline_reads import Call
 from activity.show.timing import Window, millis
 
@@ -172,20 +175,23 @@ def axis(span: int) -> int:
 
 def build(
     attempt: InferenceAttempt,
-    calls: list[Call],
+    where: Q | None,
     waits: dict[str, Window],
     now: int,
     window: tuple[int | None, int | None] = (None, None),
     query: dict[str, str] | None = None,
 ) -> Timeline:
-    """The timeline of ``calls`` in ``window`` (ms from the turn's start; None: its edge)."""
+    """The timeline of the turn's calls that match ``where``, in ``window`` (ms from the turn's
+    start; None: its edge). A constant number of queries, whatever the turn's size
+    (``timeline_reads``)."""
     start = attempt.started_at
+    first_call, last_call = timeline_reads.extent(attempt, where)
     last = max(
         [attempt.ended_at or now]
-        + [c.completed or c.started or c.proposed for c in calls]
+        + ([last_call] if last_call is not None else [])
         + [e or now for _, e in waits.values()]
     )
-    first = min([start] + [c.proposed for c in calls])
+    first = min([start] + ([first_call] if first_call is not None else []))
     lo = first - start if window[0] is None else max(window[0], first - start)
     hi = last - start if window[1] is None else min(window[1], last - start)
     if hi <= lo:
@@ -202,10 +208,6 @@ def build(
         left = x(a)
         return left, round(max(x(b) - left, MIN_MARK), 2)
 
-    shown = [c for c in calls if c.proposed <= end and (c.completed or now) >= begin]
-    by_kind: dict[str, list[Call]] = {}
-    for call in shown:
-        by_kind.setdefault(call.kind, []).append(call)
     lanes: list[Lane] = []
     person = [w for w in waits.values() if w[0] <= end and (w[1] or now) >= begin]
     if person:
@@ -217,14 +219,18 @@ def build(
             lane.waits.append(Mark(left, width, "waiting", words))
         lanes.append(lane)
     slot_ms = max((end - begin) // SLOTS, 1)
-    for kind in sorted(by_kind, key=lambda k: (-len(by_kind[k]), k)):
-        members = by_kind[kind]
-        lane = Lane(kind, len(members), failed=sum(c.status == ToolStatus.FAILED for c in members))
-        if len(members) > MAX_MARKS:
+    kinds, counted = timeline_reads.counted(attempt, where, (begin, end, now), slot_ms)
+    drawn = timeline_reads.calls_of(
+        attempt, where, (begin, end, now), [k.name for k in kinds if k.count <= MAX_MARKS]
+    )
+    for kind in kinds:
+        lane = Lane(kind.name, kind.count, failed=kind.failed)
+        if kind.count > MAX_MARKS:
             lane.bucketed = True
-            lane.marks = _buckets(members, begin, end, slot_ms, start, now, query or {})
+            counts, failed = counted[kind.name]
+            lane.marks = _buckets(counts, failed, begin, end, slot_ms, start, query or {})
         else:
-            for call in members:
+            for call in drawn[kind.name]:
                 _draw(lane, call, waits.get(call.id), span, start, now)
         lanes.append(lane)
     n = (end - begin) // step
@@ -237,7 +243,7 @@ def build(
         ticks=ticks,
         zooms=zooms(first - start, last - start, (lo, hi), window, query or {}),
         zoomed=window != (None, None),
-        calls=len(shown),
+        calls=sum(k.count for k in kinds),
         step=step,
         slot_ms=slot_ms,
     )
@@ -283,27 +289,16 @@ def _draw(lane: Lane, call: Call, wait: Window | None, span: Span, start: int, n
 
 
 def _buckets(
-    calls: list[Call],
+    counts: list[int],
+    failed: list[int],
     begin: int,
     end: int,
     slot_ms: int,
     start: int,
-    now: int,
     query: dict[str, str],
 ) -> list[Mark]:
-    """The lane's calls counted into slots: a call counts in each slot it was alive in, and a
-    failed one as failed in the slot where it ended."""
-    slots = -(-(end - begin) // slot_ms)
-    counts, failed = [0] * slots, [0] * slots
-    for call in calls:
-        a = max(call.proposed, begin)
-        b = min(call.completed if call.completed is not None else now, end)
-        last = min(max(b - 1 - begin, a - begin) // slot_ms, slots - 1)
-        first = min(max((a - begin) // slot_ms, 0), last)
-        for slot in range(first, last + 1):
-            counts[slot] += 1
-        if call.status == ToolStatus.FAILED:
-            failed[last] += 1
+    """A busy lane's marks: a slot's calls (each call counts in every slot it was alive in) and
+    its failed ones (counted where they ended), as ``timeline_reads.counted`` counts them."""
     busiest = max(counts, default=0) or 1
     marks = []
     width = round(WIDTH * slot_ms / (end - begin), 2)

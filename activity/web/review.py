@@ -55,7 +55,7 @@ def turn(request: HttpRequest, chat_id: uuid.UUID, attempt_id: uuid.UUID) -> Htt
     kept = {k: str(request.GET[k]) for k in ("status", "kind", "q") if request.GET.get(k)}
     line = timeline.build(
         attempt,
-        timeline_reads.calls_of(attempt, where),
+        where,
         timeline_reads.waits_of(attempt),
         now=time.time_ns() // 1_000_000,
         window=(_ms(request.GET.get("from")), _ms(request.GET.get("to"))),

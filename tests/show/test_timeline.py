@@ -4,7 +4,6 @@ time apart from its wait for a person, in rows, turns and the timeline."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
@@ -34,9 +33,9 @@ def test_tick_labels_fall_on_round_times():
 
 def built(chat: Chat, **window: int) -> timeline.Timeline:
     attempt = InferenceAttempt.objects.get(chat=chat)
-    calls, waits = timeline_reads.calls_of(attempt), timeline_reads.waits_of(attempt)
+    waits = timeline_reads.waits_of(attempt)
     span = (window.get("lo"), window.get("hi"))
-    return timeline.build(attempt, calls, waits, now=attempt.started_at + 10**9, window=span)
+    return timeline.build(attempt, None, waits, now=attempt.started_at + 10**9, window=span)
 
 
 def test_ten_thousand_calls_are_counted_into_slots_under_a_labelled_axis(acme):
@@ -127,11 +126,12 @@ def test_a_slot_is_drawn_failed_in_proportion_to_its_failed_calls():
 def built_at(chat: Chat, failed: set[int], total: int) -> timeline.Timeline:
     """The first ``total`` calls of ``chat`` as the timeline reads them, ``failed`` failed."""
     attempt = InferenceAttempt.objects.get(chat=chat)
-    calls = [
-        dataclasses.replace(c, status="failed" if n in failed else "completed")
-        for n, c in enumerate(timeline_reads.calls_of(attempt)[:total])
-    ]
-    return timeline.build(attempt, calls, {}, now=attempt.started_at + 10**9)
+    ids = list(attempt.tool_activities.order_by("position").values_list("id", flat=True))
+    ToolActivity.objects.filter(id__in=ids[total:]).delete()
+    for n, pk in enumerate(ids[:total]):
+        status = "failed" if n in failed else "completed"
+        ToolActivity.objects.filter(pk=pk).update(status=status)
+    return timeline.build(attempt, None, {}, now=attempt.started_at + 10**9)
 
 
 def test_slot_shares_and_their_words_count_the_failed_calls_of_each_slot(acme):
