@@ -318,6 +318,18 @@ WATCHING_HEARTBEAT_SECONDS = envint("WATCHING_HEARTBEAT_SECONDS", 10, minimum=1)
 # How long a chat page hears nothing (no push, not even a heartbeat's version) before it asks
 # the server for what changed since the version it shows (README "Live updates").
 PAGE_QUIET_MS = envint("PAGE_QUIET_MS", WATCHING_HEARTBEAT_SECONDS * 2500, minimum=100)
+# Notifications (activity/notify/): a prompt still open this long after it opened is pushed to
+# the people who may answer it; each process looks for what is owed every NOTIFY_POLL_MS.
+NOTIFY_DELAY_SECONDS = envint("NOTIFY_DELAY_SECONDS", 10, minimum=0)
+NOTIFY_POLL_MS = envint("NOTIFY_POLL_MS", 2000, minimum=50)
+# Web Push's VAPID key pair: the private key (PEM, or its raw 32 bytes base64url-encoded) from the
+# environment, else made once and kept in var/vapid_private.pem (activity/notify/vapid.py); the
+# subject push services may contact about this server.
+VAPID_PRIVATE_KEY = envstr("KORUWEB_VAPID_PRIVATE_KEY", "")
+VAPID_SUBJECT = envstr("KORUWEB_VAPID_SUBJECT", "mailto:koruweb@localhost")
+# Browsers' push services are https:// addresses; a subscription to any other is refused, unless
+# this is set (for a local fake push service in tests).
+PUSH_ALLOW_HTTP = envbool("PUSH_ALLOW_HTTP", False)
 # `manage.py prune_runs` deletes runs created more than this many days ago; 0 keeps them forever.
 RETENTION_DAYS = envint("RETENTION_DAYS", 0, minimum=0)
 

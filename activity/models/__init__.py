@@ -1,8 +1,9 @@
 """koruweb's durable records, one module per kind, every model re-exported here.
 
 ``chats`` (workspaces, chats, turns, replies), ``calls`` (ToolActivity rows, prompts, comments),
-``accounts`` (memberships, agent tokens, hosts and their runs), ``invites``, ``mentions`` and
-``webprompts`` (a person's messages to a run). The app label stays ``activity`` and the tables
+``accounts`` (memberships, agent tokens, hosts and their runs), ``invites``, ``mentions``,
+``webprompts`` (a person's messages to a run) and ``devices`` (browsers that get notifications,
+and what is owed to each). The app label stays ``activity`` and the tables
 keep their names, so moving a model between these modules needs no migration.
 
 May import: Django, ``activity.core`` (the contract's enums and bounds). Nothing above it.
@@ -21,6 +22,7 @@ from activity.models.accounts import (
 )
 from activity.models.calls import Comment, Prompt, PromptKind, ToolActivity
 from activity.models.chats import Chat, InferenceAttempt, Message, Workspace
+from activity.models.devices import Notice, PushDevice
 from activity.models.invites import Invite, InviteState
 from activity.models.mentions import Mention
 from activity.models.webprompts import WebPrompt, WebPromptStatus
@@ -38,7 +40,9 @@ __all__ = [
     "Membership",
     "Mention",
     "Message",
+    "Notice",
     "Prompt",
+    "PushDevice",
     "PromptKind",
     "Role",
     "TokenKind",

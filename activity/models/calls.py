@@ -159,6 +159,11 @@ class Prompt(models.Model):
     # What the runner must tell the agent, kept until it has; never for a secret answer.
     answer: models.JSONField[Any] = models.JSONField(null=True, blank=True)
     secret = models.BooleanField(default=False)  # a question asks for a secret
+    # When the server heard of it (its own clock: ``opened_at`` is the runner's), when the people
+    # who may answer were told of it (activity/notify/), and when told it settled.
+    created_at = models.DateTimeField(default=timezone.now)
+    notified_at = models.DateTimeField(null=True, blank=True)
+    settled_told_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveBigIntegerField(default=0)
     created_version = models.PositiveBigIntegerField(default=0)
 

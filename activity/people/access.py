@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from activity.models import Chat, Membership, Role
 
@@ -41,6 +43,14 @@ def can_view(user: User, chat_id: uuid.UUID) -> bool:
 
 def can_answer(user: User, chat: Chat) -> bool:
     return role_in(user, chat.workspace_id) in ANSWERING_ROLES
+
+
+def answerers(workspace_id: uuid.UUID) -> QuerySet[Any]:
+    """The ids of the active people who may answer this workspace's prompts: its approvers and
+    admins, and superusers."""
+    members = Q(memberships__workspace_id=workspace_id, memberships__role__in=ANSWERING_ROLES)
+    users = get_user_model().objects.filter(members | Q(is_superuser=True), is_active=True)
+    return users.values_list("id", flat=True).distinct()
 
 
 def answerable_chats(user: User) -> QuerySet[Chat]:

@@ -27,6 +27,7 @@ from activity.live import faults
 from activity.live.hosts import HostSession
 from activity.models import AgentToken
 from activity.models.accounts import TokenKind
+from activity.notify import worker as notify
 from activity.people import access
 from activity.push import broadcast, pushes, watching
 from activity.sockets import beats, revoke, watchdog
@@ -202,6 +203,7 @@ class AgentConsumer(TokenRelay[RunnerSession]):
     kind = TokenKind.AGENT
 
     def new_session(self, workspace_id: uuid.UUID, token_id: int) -> RunnerSession:
+        notify.ensure_running()  # its prompts are pushed to the people who may answer them
         return RunnerSession(workspace_id, token_id, self)
 
     async def runner_answer(self, event: dict[str, Any]) -> None:

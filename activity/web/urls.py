@@ -6,7 +6,7 @@ from activity.web import drive as drive_views
 from activity.web import hosts as host_views
 from activity.web import invites as invite_views
 from activity.web import mentions as mention_views
-from activity.web import review, views, workspaces
+from activity.web import notifications, review, views, workspaces
 from activity.web import search as search_views
 
 urlpatterns = [
@@ -22,6 +22,17 @@ urlpatterns = [
     path("mentions/<int:mention_id>/dismiss", mention_views.dismiss, name="dismiss-mention"),
     path("search/", search_views.search, name="search"),
     path("prompts/<uuid:prompt_id>/answer", views.answer, name="answer"),
+    path(
+        "prompts/<uuid:prompt_id>/notification-answer",
+        notifications.answer,
+        name="notify-answer",
+    ),
+    path("notifications/devices", notifications.devices, name="push-devices"),
+    path(
+        "notifications/devices/<int:device_id>/forget",
+        notifications.forget,
+        name="forget-push-device",
+    ),
     path("chats/<uuid:chat_id>/delete", workspaces.delete_run, name="delete-run"),
     path("chats/<uuid:chat_id>/messages", drive_views.send, name="web-send"),
     path("chats/<uuid:chat_id>/messages/<uuid:prompt_id>/edit", drive_views.edit, name="web-edit"),

@@ -86,25 +86,33 @@ def answer(request: HtmxRequest, prompt_id: uuid.UUID) -> HttpResponse:
     if request.method == "GET":
         return render(request, "activity/runs/prompt.html", {"prompt": prompt})
     try:
-        if access.role_in(request.user, prompt.chat.workspace_id) not in access.ANSWERING_ROLES:
-            raise Refusal(
-                f"You may watch this run, but only an {Role.APPROVER} or an {Role.ADMIN} "
-                "of its workspace may answer.",
-                403,
-            )
-        told, decision = answers.parse(prompt, request.POST)
-        recorded = answers.record(prompt.pk, request.user, decision, told, source(request))  # type: ignore[arg-type]
+        decision = answer_as(request, prompt)
     except Refusal as refusal:
         if not request.htmx:
             return HttpResponse(str(refusal), status=refusal.status, content_type="text/plain")
         return HttpResponse(
             format_html('<span class="refused">{}</span>', str(refusal)), status=refusal.status
         )
-    async_to_sync(answers.send_answer)(recorded.change.chat_id, recorded.request_id, told)
-    broadcast.announce_sync(recorded.change)
     if not request.htmx:
         return redirect("chat", prompt.chat_id)
     return HttpResponse(format_html('<span class="sent">{}</span>', f"{decision}: sent."))
+
+
+def answer_as(request: HttpRequest, prompt: Prompt) -> str:
+    """Answer ``prompt`` as the request's person, with what it posted (the rules every answer
+    keeps: the role, the choices offered, the first answer wins); the runner and every page are
+    told. The decision as a person reads it; a ``Refusal`` when it may not be."""
+    if access.role_in(request.user, prompt.chat.workspace_id) not in access.ANSWERING_ROLES:
+        raise Refusal(
+            f"You may watch this run, but only an {Role.APPROVER} or an {Role.ADMIN} "
+            "of its workspace may answer.",
+            403,
+        )
+    told, decision = answers.parse(prompt, request.POST)
+    recorded = answers.record(prompt.pk, request.user, decision, told, source(request))  # type: ignore[arg-type]
+    async_to_sync(answers.send_answer)(recorded.change.chat_id, recorded.request_id, told)
+    broadcast.announce_sync(recorded.change)
+    return decision
 
 
 def source(request: HttpRequest) -> str:

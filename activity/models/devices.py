@@ -1,0 +1,56 @@
+"""The browsers that tell a person when a run needs them (Web Push), and what is owed to each
+(what decides and sends it is ``activity/notify/``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class PushDevice(models.Model):
+    """One browser of a person's that turned notifications on: its push subscription. Deleted
+    by its person, or when its push service says it is gone."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="push_devices"
+    )
+    name = models.CharField(max_length=120)  # "Chrome on Android", as its person knows it
+    endpoint = models.URLField(max_length=2048, unique=True)
+    p256dh = models.CharField(max_length=200)  # the browser's public key, base64url
+    auth = models.CharField(max_length=100)  # its authentication secret, base64url
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)  # last notification delivered
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} of {self.user_id}"
+
+
+class Notice(models.Model):
+    """A notification owed to one device, sent once whichever process claims it first
+    (``claimed_at``), off the request and ingest paths. ``key`` names what it is about: one
+    device is never told the same thing twice."""
+
+    device = models.ForeignKey(PushDevice, on_delete=models.CASCADE, related_name="notices")
+    key = models.CharField(max_length=200)  # "prompt:<id>", "prompt:<id>:settled"
+    payload: models.JSONField[Any] = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    tries = models.PositiveSmallIntegerField(default=0)
+    error = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["device", "key"], name="one_notice_per_device")
+        ]
+        indexes = [models.Index(fields=["sent_at", "claimed_at"], name="notices_owed")]
+
+    def __str__(self) -> str:
+        return f"{self.key} to {self.device_id}"

@@ -1,0 +1,115 @@
+"""What is owed to which device, and each notification claimed so that it is sent once.
+
+Nothing here runs on the request or the ingest path: each server process's ``worker`` calls
+``owe`` and ``take`` every ``NOTIFY_POLL_MS``.
+
+1. ``owe``: a prompt still open ``NOTIFY_DELAY_SECONDS`` after the server heard of it is
+   claimed (a conditional update of ``Prompt.notified_at``: one process wins) and a ``Notice`` is
+   made for every device of every person who may answer it (``access.answerers``). A prompt
+   that was told and has since been answered or closed is claimed again
+   (``settled_told_at``) and each device that was told gets the same tag's "Answered by …".
+   The unique (device, key) pair makes a device's notice once, whatever happens twice.
+2. ``take``: notices not sent are claimed one by one (a conditional update of ``claimed_at``;
+   a claim older than ``RETRY_SECONDS`` is stale: its process died or its push failed) and
+   handed to the caller to send; ``done`` records what came of it: sent, or the device gone
+   (deleted, and its notices with it), or a failure tried again later, ``MAX_TRIES`` times.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import F, Q
+from django.utils import timezone
+
+from activity.models import Notice, Prompt, PushDevice
+from activity.notify import says
+from activity.notify.send import Sent
+from activity.people import access
+
+RETRY_SECONDS = 60  # a claimed notice not sent by then is taken again
+MAX_TRIES = 5
+BATCH = 50  # notices taken at a time
+
+
+def _claim(prompt_id: uuid.UUID, field: str) -> bool:
+    unclaimed = Prompt.objects.filter(pk=prompt_id, **{f"{field}__isnull": True})
+    return unclaimed.update(**{field: timezone.now()}) == 1
+
+
+def owe() -> int:
+    """Make the notices that are due; how many were made."""
+    made = 0
+    cutoff = timezone.now() - timedelta(seconds=settings.NOTIFY_DELAY_SECONDS)
+    waiting = Prompt.objects.filter(
+        notified_at__isnull=True, closed_at__isnull=True, answered_at__isnull=True
+    ).filter(created_at__lte=cutoff)
+    for prompt in waiting.select_related("chat", "tool")[:BATCH]:
+        if _claim(prompt.pk, "notified_at"):
+            made += _waiting(prompt)
+    settled = Prompt.objects.filter(notified_at__isnull=False, settled_told_at__isnull=True).filter(
+        Q(closed_at__isnull=False) | Q(answered_at__isnull=False)
+    )
+    for prompt in settled.select_related("chat", "answered_by")[:BATCH]:
+        if _claim(prompt.pk, "settled_told_at"):
+            made += _settled(prompt)
+    return made
+
+
+def _waiting(prompt: Prompt) -> int:
+    people = access.answerers(prompt.chat.workspace_id)
+    devices = PushDevice.objects.filter(user__in=people)
+    notices = [
+        Notice(device=d, key=f"prompt:{prompt.pk}", payload=says.waiting(prompt, d.user_id))
+        for d in devices
+    ]
+    return len(Notice.objects.bulk_create(notices, ignore_conflicts=True))
+
+
+def _settled(prompt: Prompt) -> int:
+    first = Notice.objects.filter(key=f"prompt:{prompt.pk}")
+    # A prompt answered before its notice went out: that notice is not sent at all.
+    first.filter(sent_at__isnull=True, claimed_at__isnull=True).delete()
+    payload = says.settled(prompt)
+    notices = [
+        Notice(device_id=d, key=f"prompt:{prompt.pk}:settled", payload=payload)
+        for d in first.values_list("device_id", flat=True)
+    ]
+    return len(Notice.objects.bulk_create(notices, ignore_conflicts=True))
+
+
+def take() -> list[Notice]:
+    """Claim notices to send now (each claimed by one process only)."""
+    stale = timezone.now() - timedelta(seconds=RETRY_SECONDS)
+    owed = Notice.objects.filter(sent_at__isnull=True, tries__lt=MAX_TRIES).filter(
+        Q(claimed_at__isnull=True) | Q(claimed_at__lt=stale)
+    )
+    taken = []
+    for notice in owed.select_related("device")[:BATCH]:
+        if notice.key.endswith(":settled") and _first_in_flight(notice):
+            continue  # its replacement goes out after it, never before
+
+        claim = Notice.objects.filter(pk=notice.pk, claimed_at=notice.claimed_at, sent_at=None)
+        if claim.update(claimed_at=timezone.now(), tries=F("tries") + 1) == 1:
+            taken.append(notice)
+    return taken
+
+
+def _first_in_flight(settled: Notice) -> bool:
+    first = settled.key.removesuffix(":settled")
+    unsent = Notice.objects.filter(device_id=settled.device_id, key=first, sent_at__isnull=True)
+    return unsent.filter(tries__lt=MAX_TRIES).exists()
+
+
+def done(notice: Notice, sent: Sent) -> None:
+    """Record what came of sending ``notice``."""
+    now = timezone.now()
+    if sent.ok:
+        Notice.objects.filter(pk=notice.pk).update(sent_at=now, error="")
+        PushDevice.objects.filter(pk=notice.device_id).update(last_used_at=now)
+    elif sent.gone:
+        PushDevice.objects.filter(pk=notice.device_id).delete()
+    else:
+        Notice.objects.filter(pk=notice.pk).update(error=sent.error)

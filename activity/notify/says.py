@@ -1,0 +1,88 @@
+"""What a notification says: the run, what the agent wants (the command, the file, the question,
+as the prompt's stored and masked summary has it), and for a permission prompt its allow-once
+and reject choices as actions. Its ``tag`` is the prompt's, so that when the prompt is answered
+or closes the same notification is replaced by one that says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import signing
+from django.urls import reverse
+
+from activity.core.contract import ChoiceIntent, bound
+from activity.models import Prompt, PromptKind
+
+SALT = "koruweb.notify.answer"
+ACTED = (ChoiceIntent.ALLOW_ONCE, ChoiceIntent.REJECT_ONCE)  # answered from the notification
+BODY_CHARS = 240  # push services take ~4 KB; a phone shows two or three lines
+
+
+def tag(prompt: Prompt) -> str:
+    return f"prompt-{prompt.pk}"
+
+
+def asked(prompt: Prompt) -> str:
+    """What the agent wants, in a line or two."""
+    if prompt.kind == PromptKind.PERMISSION:
+        call = prompt.tool
+        said = [call.agent_label or call.tool_name, call.agent_summary] if call else []
+        text = " — ".join(dict.fromkeys(t.strip() for t in said if t and t.strip()))
+        return bound(text or prompt.summary, BODY_CHARS) or "The agent asks for permission."
+    questions = [q.get("question", "") for q in prompt.questions if q.get("question")]
+    return bound(" · ".join(questions) or prompt.summary, BODY_CHARS) or "The agent asks you."
+
+
+def token(prompt: Prompt, user_id: int) -> str:
+    """What lets this person's notification answer this prompt (with their session)."""
+    return signing.dumps({"p": str(prompt.pk), "u": user_id}, salt=SALT, compress=True)
+
+
+def read_token(text: str, max_age: int) -> tuple[str, int] | None:
+    """The prompt and person a token was made for; None if it is forged or too old."""
+    try:
+        found = signing.loads(text, salt=SALT, max_age=max_age)
+    except signing.BadSignature:
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get("u"), int):
+        return None
+    return str(found.get("p", "")), found["u"]
+
+
+def waiting(prompt: Prompt, user_id: int) -> dict[str, Any]:
+    """A prompt waiting for this person (who may answer it)."""
+    actions = []
+    if prompt.kind == PromptKind.PERMISSION:
+        actions = [
+            {"action": c["id"], "title": c["label"]}
+            for c in prompt.choices
+            if c.get("intent") in ACTED
+        ]
+    return {
+        "title": f"{prompt.chat.display_name} needs you",
+        "body": asked(prompt),
+        "tag": tag(prompt),
+        "url": reverse("answer", args=[prompt.pk]),
+        "actions": actions,
+        "answer": {
+            "url": reverse("notify-answer", args=[prompt.pk]),
+            "token": token(prompt, user_id),
+        },
+    }
+
+
+def settled(prompt: Prompt) -> dict[str, Any]:
+    """The same notification, once someone answered the prompt or it closed."""
+    if prompt.answered_by_id is not None:
+        who = prompt.answered_by.get_username() if prompt.answered_by else "someone"
+        body = f"Answered by {who}: {prompt.decision}" if prompt.decision else f"Answered by {who}"
+    else:
+        body = "No longer waiting: the agent went on without an answer."
+    return {
+        "title": f"{prompt.chat.display_name}",
+        "body": bound(body, BODY_CHARS),
+        "tag": tag(prompt),
+        "url": reverse("answer", args=[prompt.pk]),
+        "actions": [],
+        "settled": True,
+    }

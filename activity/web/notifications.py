@@ -1,0 +1,101 @@
+"""A person's browsers that get notifications, and answers from a notification's buttons.
+
+- ``devices`` (POST): a browser turned notifications on — its push subscription is kept for
+  its person (a subscription already known moves to them); ``forget`` removes one.
+- ``answer`` (POST): a notification's allow-once or reject button, from the service worker.
+  It answers as the web page does (``views.answer_as``: the role, the choices offered, the
+  first answer wins), as the person whose session sends it. A service worker has no page to
+  read a CSRF token from, so the notification carries one of its own: a token signed for this
+  prompt and this person (``says.token``), checked against the session's person, and the
+  request's Origin, when sent, must be this site's (docs/protocol.md#notifications).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from activity.core.contract import ChoiceIntent
+from activity.core.refusals import Refusal
+from activity.models import Prompt, PromptKind, PushDevice
+from activity.notify import says
+from activity.people import access
+from activity.web.views import answer_as
+
+TOKEN_DAYS = 7  # a notification's buttons answer for this long
+NAME_CHARS = 120
+
+
+def refused(message: str, status: int) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
+def same_origin(request: HttpRequest) -> bool:
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True  # a same-origin fetch may send none; the token proves the rest
+    return origin == f"{request.scheme}://{request.get_host()}" or origin in set(
+        settings.CSRF_TRUSTED_ORIGINS
+    )
+
+
+@csrf_exempt  # the notification's own token stands in for the CSRF token (above)
+@require_POST
+def answer(request: HttpRequest, prompt_id: uuid.UUID) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return refused("Log in to answer.", 401)
+    found = says.read_token(request.POST.get("token", ""), max_age=TOKEN_DAYS * 86400)
+    if found != (str(prompt_id), request.user.pk) or not same_origin(request):
+        return refused("This notification cannot answer for you: open the prompt.", 403)
+    visible = access.visible_chats(request.user)
+    prompt = get_object_or_404(
+        Prompt.objects.select_related("chat", "chat__workspace"), pk=prompt_id, chat__in=visible
+    )
+    chosen = next((c for c in prompt.choices if c["id"] == request.POST.get("choice")), None)
+    if prompt.kind != PromptKind.PERMISSION or chosen is None or chosen["intent"] not in says.ACTED:
+        return refused("Open the prompt to answer it this way.", 400)
+    try:
+        decision = answer_as(request, prompt)
+    except Refusal as refusal:
+        return refused(str(refusal), refusal.status)
+    return JsonResponse({"decision": decision, "intent": ChoiceIntent(chosen["intent"])})
+
+
+@require_POST
+@login_required
+def devices(request: HttpRequest) -> HttpResponse:
+    """Keep this browser's push subscription (JSON: ``{"subscription": …, "name": …}``)."""
+    try:
+        body = json.loads(request.body or b"{}")
+        subscription = body["subscription"]
+        endpoint, keys = str(subscription["endpoint"]), subscription["keys"]
+        p256dh, auth = str(keys["p256dh"]), str(keys["auth"])
+    except (ValueError, KeyError, TypeError):
+        return refused("Send the browser's push subscription.", 400)
+    if not endpoint.startswith("https://") and not settings.PUSH_ALLOW_HTTP:
+        return refused("A push service's address starts with https://.", 400)
+    if len(endpoint) > 2048 or len(p256dh) > 200 or len(auth) > 100:
+        return refused("That is not a browser's push subscription.", 400)
+    name = str(body.get("name") or "A browser")[:NAME_CHARS]
+    owner = request.user.pk
+    assert owner is not None  # login_required
+    device, _ = PushDevice.objects.update_or_create(
+        endpoint=endpoint,
+        defaults={"user_id": owner, "p256dh": p256dh, "auth": auth, "name": name},
+    )
+    return JsonResponse({"device": device.pk}, status=201)
+
+
+@require_POST
+@login_required
+def forget(request: HttpRequest, device_id: int) -> HttpResponse:
+    """Remove one of the person's own browsers (anyone else's is not found)."""
+    get_object_or_404(PushDevice, pk=device_id, user=request.user).delete()
+    return JsonResponse({"forgotten": device_id})
