@@ -1,4 +1,10 @@
-"""A person's browsers that get notifications, and answers from a notification's buttons.
+"""A person's browsers that get notifications, answers from a notification's buttons, and what
+makes koruweb an app a phone can install.
+
+- ``page``: the person's notifications page — turn them on in this browser, see and remove
+  their browsers.
+- ``service_worker`` (``/sw.js``, at the root so that it controls every page), ``manifest``
+  (``/manifest.webmanifest``) and ``offline`` (``/offline/``, the one page the worker keeps).
 
 - ``devices`` (POST): a browser turned notifications on — its push subscription is kept for
   its person (a subscription already known moves to them); ``forget`` removes one.
@@ -14,23 +20,32 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from activity.core.contract import ChoiceIntent
 from activity.core.refusals import Refusal
 from activity.models import Prompt, PromptKind, PushDevice
-from activity.notify import says
+from activity.notify import says, vapid
 from activity.people import access
 from activity.web.views import answer_as
 
+SERVICE_WORKER = "static/koruweb/page/sw.js"
 TOKEN_DAYS = 7  # a notification's buttons answer for this long
 NAME_CHARS = 120
+
+
+def owner(request: HttpRequest) -> int:
+    """The signed-in person's id (the views that call this require a login)."""
+    pk = request.user.pk
+    assert pk is not None
+    return int(pk)
 
 
 def refused(message: str, status: int) -> JsonResponse:
@@ -84,11 +99,9 @@ def devices(request: HttpRequest) -> HttpResponse:
     if len(endpoint) > 2048 or len(p256dh) > 200 or len(auth) > 100:
         return refused("That is not a browser's push subscription.", 400)
     name = str(body.get("name") or "A browser")[:NAME_CHARS]
-    owner = request.user.pk
-    assert owner is not None  # login_required
     device, _ = PushDevice.objects.update_or_create(
         endpoint=endpoint,
-        defaults={"user_id": owner, "p256dh": p256dh, "auth": auth, "name": name},
+        defaults={"user_id": owner(request), "p256dh": p256dh, "auth": auth, "name": name},
     )
     return JsonResponse({"device": device.pk}, status=201)
 
@@ -96,6 +109,56 @@ def devices(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def forget(request: HttpRequest, device_id: int) -> HttpResponse:
-    """Remove one of the person's own browsers (anyone else's is not found)."""
+    """Remove one of the person's own browsers (anyone else's is not found); a form's post goes
+    back to the notifications page."""
     get_object_or_404(PushDevice, pk=device_id, user=request.user).delete()
-    return JsonResponse({"forgotten": device_id})
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse({"forgotten": device_id})
+    return redirect("notifications")
+
+
+@require_GET
+@login_required
+def page(request: HttpRequest) -> HttpResponse:
+    devices = PushDevice.objects.filter(user_id=owner(request))
+    context = {"devices": devices, "public_key": vapid.public_key()}
+    return render(request, "activity/people/notifications.html", context)
+
+
+@require_GET
+def service_worker(request: HttpRequest) -> HttpResponse:
+    script = (Path(settings.BASE_DIR) / SERVICE_WORKER).read_text()
+    response = HttpResponse(script, content_type="text/javascript; charset=utf-8")
+    response["Cache-Control"] = "no-cache"  # a new version is picked up at the next visit
+    return response
+
+
+@require_GET
+def manifest(request: HttpRequest) -> HttpResponse:
+    icons = "/static/koruweb/page/icons/"
+    app = {
+        "name": "koruweb",
+        "short_name": "koruweb",
+        "description": "Watch coding-agent runs live, answer their prompts, review them together.",
+        "start_url": "/inbox/",
+        "scope": "/",
+        "display": "standalone",
+        "background_color": "#f7f8fa",
+        "theme_color": "#2356c7",
+        "icons": [
+            {"src": f"{icons}icon-192.png", "sizes": "192x192", "type": "image/png"},
+            {"src": f"{icons}icon-512.png", "sizes": "512x512", "type": "image/png"},
+            {
+                "src": f"{icons}icon-maskable-512.png",
+                "sizes": "512x512",
+                "type": "image/png",
+                "purpose": "maskable",
+            },
+        ],
+    }
+    return JsonResponse(app, content_type="application/manifest+json")
+
+
+@require_GET
+def offline(request: HttpRequest) -> HttpResponse:
+    return render(request, "offline.html")

@@ -27,7 +27,11 @@ urlpatterns = [
         notifications.answer,
         name="notify-answer",
     ),
+    path("settings/notifications/", notifications.page, name="notifications"),
     path("notifications/devices", notifications.devices, name="push-devices"),
+    path("sw.js", notifications.service_worker, name="service-worker"),
+    path("manifest.webmanifest", notifications.manifest, name="manifest"),
+    path("offline/", notifications.offline, name="offline"),
     path(
         "notifications/devices/<int:device_id>/forget",
         notifications.forget,

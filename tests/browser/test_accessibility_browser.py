@@ -142,6 +142,8 @@ def page_types(chat_id: uuid.UUID, attempt: uuid.UUID) -> list[Visit]:
         Visit("search", "/search/?q=greet"),  # calls and a reply of one run
         Visit("review", f"/chats/{chat_id}/turns/{attempt}/"),
         Visit("new-run", "/runs/new"),
+        Visit("notifications", "/settings/notifications/"),
+        Visit("offline", "/offline/"),
         Visit("not-found", f"/chats/{uuid.uuid4()}/"),
     ]
 

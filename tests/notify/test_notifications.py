@@ -237,7 +237,8 @@ def test_a_browser_turns_notifications_on_and_its_person_can_forget_it(
     assert (
         logged_in(acme_viewer).post(f"/notifications/devices/{kept.pk}/forget").status_code == 404
     )
-    assert client.post(f"/notifications/devices/{kept.pk}/forget").status_code == 200
+    removed = client.post(f"/notifications/devices/{kept.pk}/forget")  # the page's form
+    assert removed.status_code == 302 and removed["Location"] == "/settings/notifications/"
     assert not PushDevice.objects.exists()
     settings.PUSH_ALLOW_HTTP = False
     refused = client.post("/notifications/devices", body, content_type="application/json")
@@ -288,3 +289,20 @@ async def test_a_runners_prompt_is_pushed_by_the_process_and_its_button_reaches_
     finally:
         await socket.disconnect()
         await database_sync_to_async(connections.close_all)()
+
+
+def test_the_app_can_be_installed_and_its_worker_is_served_from_the_root(client, as_approver):
+    app = client.get("/manifest.webmanifest")
+    assert app["Content-Type"] == "application/manifest+json"
+    manifest = app.json()
+    assert manifest["start_url"] == "/inbox/" and manifest["display"] == "standalone"
+    for icon in manifest["icons"]:
+        assert client.get(icon["src"]).status_code == 200  # served, as the manifest says
+    assert {"192x192", "512x512"} <= {icon["sizes"] for icon in manifest["icons"]}
+    worker = client.get("/sw.js")
+    assert worker["Content-Type"].startswith("text/javascript")
+    assert b'addEventListener("push"' in worker.content and worker["Cache-Control"] == "no-cache"
+    offline = client.get("/offline/")  # no login: the worker keeps it for when nothing answers
+    assert offline.status_code == 200 and b"cannot be reached" in offline.content
+    page = as_approver.get("/settings/notifications/").content.decode()
+    assert "Turn on notifications in this browser" in page and vapid.public_key() in page
