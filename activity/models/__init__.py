@@ -22,7 +22,7 @@ from activity.models.accounts import (
 )
 from activity.models.calls import Comment, Prompt, PromptKind, ToolActivity
 from activity.models.chats import Chat, InferenceAttempt, Message, Workspace
-from activity.models.devices import Notice, PushDevice
+from activity.models.devices import Notice, NotifyPrefs, PushDevice
 from activity.models.invites import Invite, InviteState
 from activity.models.mentions import Mention
 from activity.models.webprompts import WebPrompt, WebPromptStatus
@@ -41,6 +41,7 @@ __all__ = [
     "Mention",
     "Message",
     "Notice",
+    "NotifyPrefs",
     "Prompt",
     "PushDevice",
     "PromptKind",

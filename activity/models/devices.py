@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.db import models
@@ -54,3 +56,32 @@ class Notice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} to {self.device_id}"
+
+
+class NotifyPrefs(models.Model):
+    """What a person wants to be told on their browsers, and when not to be (their quiet hours,
+    in their own time zone). A person with none is told everything, at any hour."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notify_prefs"
+    )
+    prompts = models.BooleanField(default=True)  # prompts waiting for their answer
+    mentions = models.BooleanField(default=True)  # comments that mention them
+    quiet_from = models.TimeField(null=True, blank=True)
+    quiet_until = models.TimeField(null=True, blank=True)
+    time_zone = models.CharField(max_length=64, default="UTC")
+
+    def __str__(self) -> str:
+        return f"notifications of {self.user_id}"
+
+    def quiet(self, moment: datetime) -> bool:
+        """Whether ``moment`` falls in the quiet hours (which may run past midnight)."""
+        start, end = self.quiet_from, self.quiet_until
+        if start is None or end is None or start == end:
+            return False
+        try:
+            zone = ZoneInfo(self.time_zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            zone = ZoneInfo("UTC")
+        local = moment.astimezone(zone).time()
+        return start <= local < end if start < end else local >= start or local < end

@@ -18,6 +18,7 @@ class Mention(models.Model):
     name = models.CharField(max_length=150)  # the username as it was when mentioned
     created_at = models.DateTimeField(default=timezone.now)
     seen_at = models.DateTimeField(null=True, blank=True)  # opened or dismissed
+    notified_at = models.DateTimeField(null=True, blank=True)  # their browsers told (notify/)
 
     class Meta:
         ordering = ["-created_at"]

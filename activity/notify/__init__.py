@@ -1,9 +1,10 @@
 """Notifications you can answer (Web Push): who is told of a run that needs them, what they are
 told, and sending it once, off the request and ingest paths.
 
-``vapid`` (this server's key pair), ``says`` (what a notification says), ``queue`` (what is owed
+``vapid`` (this server's key pair), ``says`` (what a notification says), ``who`` (who is told:
+wanted, not in quiet hours, not looking already), ``queue`` (what is owed
 to which device, claimed so that each is sent once whichever process sees it first), ``send``
 (one notification to one push service), ``worker`` (each process's task that queues and sends).
 
-May import: ``activity.models``, ``activity.people``, ``activity.core``, ``activity.wire``.
+May import: ``activity.push`` (who is looking at a run) and every part below it.
 """

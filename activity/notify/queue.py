@@ -8,7 +8,9 @@ Nothing here runs on the request or the ingest path: each server process's ``wor
    made for every device of every person who may answer it (``access.answerers``). A prompt
    that was told and has since been answered or closed is claimed again
    (``settled_told_at``) and each device that was told gets the same tag's "Answered by …".
-   The unique (device, key) pair makes a device's notice once, whatever happens twice.
+   The unique (device, key) pair makes a device's notice once, whatever happens twice. A comment
+   that mentions someone is claimed likewise (``Mention.notified_at``) and told to their devices.
+   Who is told is ``who.told``'s: wanted, not in quiet hours, not looking at the run already.
 2. ``take``: notices not sent are claimed one by one (a conditional update of ``claimed_at``;
    a claim older than ``RETRY_SECONDS`` is stale: its process died or its push failed) and
    handed to the caller to send; ``done`` records what came of it: sent, or the device gone
@@ -24,11 +26,12 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from activity.models import Notice, Prompt, PushDevice
-from activity.notify import says
+from activity.models import Membership, Mention, Notice, Prompt, PushDevice
+from activity.notify import says, who
 from activity.notify.send import Sent
 from activity.people import access
 
+MENTIONED = ("comment__author", "comment__tool__chat")
 RETRY_SECONDS = 60  # a claimed notice not sent by then is taken again
 MAX_TRIES = 5
 BATCH = 50  # notices taken at a time
@@ -55,11 +58,17 @@ def owe() -> int:
     for prompt in settled.select_related("chat", "answered_by")[:BATCH]:
         if _claim(prompt.pk, "settled_told_at"):
             made += _settled(prompt)
+    mentions = Mention.objects.filter(notified_at__isnull=True, seen_at__isnull=True)
+    for mention in mentions.filter(created_at__lte=cutoff).select_related(*MENTIONED)[:BATCH]:
+        claimed = Mention.objects.filter(pk=mention.pk, notified_at__isnull=True)
+        if claimed.update(notified_at=timezone.now()) == 1:
+            made += _mentioned(mention)
     return made
 
 
 def _waiting(prompt: Prompt) -> int:
-    people = access.answerers(prompt.chat.workspace_id)
+    answering = access.answerers(prompt.chat.workspace_id)
+    people = who.told(answering, "prompts", prompt.chat_id, timezone.now())
     devices = PushDevice.objects.filter(user__in=people)
     notices = [
         Notice(device=d, key=f"prompt:{prompt.pk}", payload=says.waiting(prompt, d.user_id))
@@ -76,6 +85,21 @@ def _settled(prompt: Prompt) -> int:
     notices = [
         Notice(device_id=d, key=f"prompt:{prompt.pk}:settled", payload=payload)
         for d in first.values_list("device_id", flat=True)
+    ]
+    return len(Notice.objects.bulk_create(notices, ignore_conflicts=True))
+
+
+def _mentioned(mention: Mention) -> int:
+    """The person a comment mentions, if they may still see its run and want to be told."""
+    chat = mention.comment.tool.chat
+    if not Membership.objects.filter(user=mention.user_id, workspace=chat.workspace_id).exists():
+        return 0  # no longer a member: the run is not theirs to see
+    if not who.told([mention.user_id], "mentions", chat.pk, timezone.now()):
+        return 0
+    payload = says.mentioned(mention)
+    notices = [
+        Notice(device=d, key=f"mention:{mention.pk}", payload=payload)
+        for d in PushDevice.objects.filter(user=mention.user_id)
     ]
     return len(Notice.objects.bulk_create(notices, ignore_conflicts=True))
 

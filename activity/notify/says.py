@@ -11,7 +11,7 @@ from django.core import signing
 from django.urls import reverse
 
 from activity.core.contract import ChoiceIntent, bound
-from activity.models import Prompt, PromptKind
+from activity.models import Mention, Prompt, PromptKind
 
 SALT = "koruweb.notify.answer"
 ACTED = (ChoiceIntent.ALLOW_ONCE, ChoiceIntent.REJECT_ONCE)  # answered from the notification
@@ -85,4 +85,17 @@ def settled(prompt: Prompt) -> dict[str, Any]:
         "url": reverse("answer", args=[prompt.pk]),
         "actions": [],
         "settled": True,
+    }
+
+
+def mentioned(mention: Mention) -> dict[str, Any]:
+    """A comment that mentions its person: who wrote it, where, and what it says."""
+    comment = mention.comment
+    author = comment.author.get_username() if comment.author else "someone"
+    return {
+        "title": f"{author} mentioned you in {comment.tool.chat.display_name}",
+        "body": bound(comment.text, BODY_CHARS) or "",
+        "tag": f"mention-{mention.pk}",
+        "url": reverse("open-mention", args=[mention.pk]),
+        "actions": [],
     }

@@ -52,6 +52,7 @@ CACHE = "watching"
 EXPIRY_BEATS = 2.5  # an entry outlives one late renewal, not two
 SHOWN_MAX = 50  # people named on a page; the rest are counted
 LIST = '{"watching": '  # how every list sent to a page starts (``text``)
+LOOKING = "looking"  # the prefix of the sets of pages visible and focused (``Watch.look_at``)
 FAULTS = (RedisError, OSError)  # the store is away: the list is shown without it, or late
 
 
@@ -178,6 +179,16 @@ def people_in(entries: Iterable[str]) -> frozenset[int]:
 
 
 # --- what pages show ---------------------------------------------------------------------------
+
+
+def looking(chat_id: uuid.UUID) -> frozenset[int]:
+    """The people with a page of the chat visible and focused now, in any process."""
+    try:
+        found = store(LOOKING).members([chat_id], time.time())
+    except FAULTS as fault:
+        log.warning("reading who looks at chat %s failed: %r", chat_id, fault)
+        return frozenset()
+    return people_in(found[chat_id])
 
 
 def name(user: Any) -> str:
@@ -319,6 +330,7 @@ class Watch:
         self.viewer = viewer
         self.shows = shows
         self.entered = False  # its entry was written (or tried: the store may be away)
+        self.looking = False  # its page says it is visible and focused
 
     async def start(self) -> None:
         await self.put()
@@ -337,15 +349,33 @@ class Watch:
             log.warning("recording a watcher of chat %s failed: %r", self.chat_id, fault)
 
     async def renew(self) -> None:
-        """Renew the entry; look at the chat again unless a socket here just did."""
+        """Renew the entry (and its "looking" one); look at the chat again unless a socket here
+        just did."""
         await self.put()
+        if self.looking:
+            await self.look_at(True)
         local = _chats.get(self.chat_id)
         if local is not None and time.monotonic() - local.looked >= heartbeat() / 2:
             await look(self.chat_id, local)
 
+    async def look_at(self, looking: bool) -> None:
+        """The page is visible and focused, or no longer: a person looking at the chat is not
+        buzzed about it (activity/notify/queue.py). Kept as the entries are, in ``LOOKING``."""
+        self.looking = looking
+        try:
+            if looking:
+                expires = time.time() + expiry()
+                await asyncio.to_thread(store(LOOKING).put, self.chat_id, self.entry, expires)
+            else:
+                await asyncio.to_thread(store(LOOKING).remove, self.chat_id, self.entry)
+        except FAULTS as fault:  # written again at the next heartbeat, or it expires
+            log.warning("recording who looks at chat %s failed: %r", self.chat_id, fault)
+
     async def stop(self) -> None:
         """The socket closed: its entry goes, and if that was its person's last page of the
         chat anywhere, every viewer of the chat is told."""
+        if self.looking:
+            await self.look_at(False)
         try:
             await asyncio.to_thread(store().remove, self.chat_id, self.entry)
         except FAULTS as fault:  # it expires instead

@@ -228,18 +228,30 @@ class HostConsumer(TokenRelay[HostSession]):
 ASKED_MAX_CHARS = 200  # a page's resync request, {"since": N}, is a few dozen characters
 
 
-def since_asked(text: str | None) -> int | None:
-    """The version a page's message says it shows, or None for anything else. Parsed safely:
-    a long message is not parsed at all, so no nesting can exhaust the stack."""
+def said(text: str | None, key: str) -> object:
+    """What a page's message says under ``key`` (None for anything else). Parsed safely: a long
+    message is not parsed at all, so no nesting can exhaust the stack."""
     if not text or len(text) > ASKED_MAX_CHARS:
         return None
     try:
-        since = json.loads(text)["since"]
+        value: object = json.loads(text)[key]
     except (ValueError, KeyError, TypeError, IndexError, RecursionError):
         return None
+    return value
+
+
+def since_asked(text: str | None) -> int | None:
+    """The version a page's message says it shows (``{"since": N}``), or None."""
+    since = said(text, "since")
     if not isinstance(since, int) or isinstance(since, bool) or since < 0:
         return None
     return since
+
+
+def looking_said(text: str | None) -> bool | None:
+    """Whether a page says it is visible and focused (``{"looking": true}``), or None."""
+    looking = said(text, "looking")
+    return looking if isinstance(looking, bool) else None
 
 
 class Browser(Relay):
@@ -353,7 +365,11 @@ class ViewerConsumer(Browser):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page says which version it shows; it gets exactly what changed since, in as
         many pushes as ``PUSH_MAX_BYTES`` makes it, or, past a page's calls, the word to fetch
-        its regions (``pushes.render_push``)."""
+        its regions (``pushes.render_push``). Or it says whether it is visible and focused."""
+        looking = looking_said(text_data)
+        if looking is not None and self.watch is not None:
+            await self.watch.look_at(looking)  # nobody looking at it is buzzed about this chat
+            return
         since = since_asked(text_data)
         if self.chat_id is None or since is None:
             return  # not a resync request: nothing else is taken from a browser here

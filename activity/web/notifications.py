@@ -21,17 +21,20 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from activity.core.contract import ChoiceIntent
 from activity.core.refusals import Refusal
-from activity.models import Prompt, PromptKind, PushDevice
+from activity.models import NotifyPrefs, Prompt, PromptKind, PushDevice
 from activity.notify import says, vapid
 from activity.people import access
 from activity.web.views import answer_as
@@ -117,12 +120,54 @@ def forget(request: HttpRequest, device_id: int) -> HttpResponse:
     return redirect("notifications")
 
 
-@require_GET
+class PrefsForm(forms.ModelForm[NotifyPrefs]):
+    class Meta:
+        model = NotifyPrefs
+        fields = ["prompts", "mentions", "quiet_from", "quiet_until", "time_zone"]
+        labels = {
+            "prompts": "Prompts waiting for my answer",
+            "mentions": "Comments that mention me",
+            "quiet_from": "Quiet from",
+            "quiet_until": "until",
+            "time_zone": "in the time zone",
+        }
+        widgets = {
+            "quiet_from": forms.TimeInput(attrs={"type": "time"}),
+            "quiet_until": forms.TimeInput(attrs={"type": "time"}),
+        }
+
+    def clean_time_zone(self) -> str:
+        zone = str(self.cleaned_data["time_zone"]).strip()
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise forms.ValidationError(
+                f"“{zone}” is not a time zone: use a name such as Europe/Berlin or UTC."
+            ) from None
+        return zone
+
+
+@require_http_methods(["GET", "POST"])
 @login_required
 def page(request: HttpRequest) -> HttpResponse:
+    """The person's notifications: this browser, their browsers, what to be told and when
+    not. A POST saves what to be told."""
+    prefs = NotifyPrefs.objects.filter(user_id=owner(request)).first() or NotifyPrefs(
+        user_id=owner(request)
+    )
+    form = PrefsForm(request.POST if request.method == "POST" else None, instance=prefs)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        return redirect(f"{reverse('notifications')}?saved=1")
     devices = PushDevice.objects.filter(user_id=owner(request))
-    context = {"devices": devices, "public_key": vapid.public_key()}
-    return render(request, "activity/people/notifications.html", context)
+    context = {
+        "devices": devices,
+        "public_key": vapid.public_key(),
+        "form": form,
+        "saved": request.GET.get("saved") == "1",
+    }
+    status = 400 if form.errors else 200
+    return render(request, "activity/people/notifications.html", context, status=status)
 
 
 @require_GET

@@ -366,3 +366,27 @@ async def test_open_pages_share_the_processes_connections_to_redis(
     assert 1 <= sum(client["name"] == name for client in clients) < len(pages) // 2
     for page in pages:
         await page.disconnect()
+
+
+async def test_a_page_says_whether_it_is_looking_and_stops_when_it_closes(acme, acme_viewer):
+    chat = await new_chat(acme)
+    page = await opened(acme_viewer, chat.pk)
+    await until_entries(chat.pk, 1)
+
+    async def looking() -> frozenset[int]:
+        return await asyncio.to_thread(watching.looking, chat.pk)
+
+    async def until_looking(people: frozenset[int]) -> None:
+        async with asyncio.timeout(5):
+            while await looking() != people:
+                await asyncio.sleep(0.02)
+
+    await page.send_to(text_data='{"looking": true}')
+    await until_looking(frozenset({acme_viewer.pk}))
+    await page.send_to(text_data='{"looking": false}')
+    await until_looking(frozenset())
+    await page.send_to(text_data='{"looking": true}')
+    await until_looking(frozenset({acme_viewer.pk}))
+    await page.send_to(text_data='{"looking": "yes"}')  # not a boolean: ignored
+    await page.disconnect()
+    await until_looking(frozenset())

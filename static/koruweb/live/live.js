@@ -132,9 +132,23 @@
     }
     if (document.body.dataset.connection !== "connecting") show("reconnecting");
   });
+  // Whether this page is visible and focused, told to the server: a person looking at the run
+  // is not sent a notification about it (docs/protocol.md#notifications).
+  let looked = null;
+  const looking = () => {
+    const now = document.visibilityState === "visible" && document.hasFocus();
+    if (now === looked || connection?.socket?.readyState !== WebSocket.OPEN) return;
+    looked = now;
+    connection.socket.send(JSON.stringify({ looking: now }));
+  };
+  for (const [target, name] of [[document, "visibilitychange"], [window, "focus"], [window, "blur"]]) {
+    target.addEventListener(name, looking);
+  }
   live.addEventListener("htmx:ws:after:connection", (event) => {
     connection = event.detail.connection;
+    looked = null; // a new socket: say it again
     ask();
+    looking();
     hear();
   });
   live.addEventListener("htmx:ws:close", (event) => {

@@ -71,6 +71,16 @@
     }
   }
 
+  // Quiet hours are in the person's time zone: offer this browser's.
+  const zone = document.getElementById("push-zone");
+  const zoneField = document.querySelector(".push-prefs input[name=time_zone]");
+  const here = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  if (zone && zoneField && here && zoneField.value !== here) {
+    zone.hidden = false;
+    zone.textContent = `Use this browser's: ${here}`;
+    zone.addEventListener("click", () => { zoneField.value = here; zone.hidden = true; });
+  }
+
   button.addEventListener("click", turnOn);
   current().then(async (registration) => {
     const subscription = registration && await registration.pushManager.getSubscription();

@@ -169,6 +169,15 @@ class Visitor:
         request = urllib.request.Request(self.url(path, base), data=body)
         if data is not None:
             request.add_header("X-CSRFToken", self.cookie("csrftoken"))
+        return self.open(request)
+
+    def post_json(self, path: str, payload: Any, base: str | None = None) -> Answer:
+        request = urllib.request.Request(self.url(path, base), data=json.dumps(payload).encode())
+        request.add_header("Content-Type", "application/json")
+        request.add_header("X-CSRFToken", self.cookie("csrftoken"))
+        return self.open(request)
+
+    def open(self, request: urllib.request.Request) -> Answer:
         try:
             with self.opener.open(request, timeout=20) as answer:
                 return Answer(answer.status, answer.read().decode())

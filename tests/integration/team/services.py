@@ -16,11 +16,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
+from py_vapid import Vapid02
 
 from koruweb.proxy import ProxyThread
 from tests.integration.team.helpers import APPROVER, PASSWORD, Visitor
 from tests.liveserver import BASE_DIR, Child, Daphne, child_env
 
+VAPID = Vapid02()
+VAPID.generate_keys()
 PG_URL = os.environ.get("KORUWEB_TEAM_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 HEARTBEAT = 1  # s: RUNNER_HEARTBEAT_SECONDS
 GRACE = 3  # s: RUNNER_GRACE_SECONDS
@@ -32,6 +35,12 @@ SETTINGS = {
     "REDIS_SOCKET_TIMEOUT": str(REDIS_SOCKET_TIMEOUT),
     "REDIS_HEALTH_CHECK_SECONDS": "1",
     "ALLOWED_HOSTS": "127.0.0.1,localhost",
+    # Notifications at once, to the tests' push service on 127.0.0.1, signed with one key that
+    # both processes share, as a team's must be (README, KORUWEB_VAPID_PRIVATE_KEY).
+    "NOTIFY_DELAY_SECONDS": "0",
+    "NOTIFY_POLL_MS": "100",
+    "PUSH_ALLOW_HTTP": "1",
+    "KORUWEB_VAPID_PRIVATE_KEY": VAPID.private_pem().decode(),
 }
 
 # What the team needs in its database: the approver who logs in, and the runners' agent token.

@@ -9,6 +9,7 @@ hears the answers. The fixtures (conftest.py) start the team once for the module
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import time
@@ -16,6 +17,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from playwright.sync_api import Page, expect
 from websockets.exceptions import ConnectionClosed
 
@@ -34,7 +36,15 @@ from tests.integration.team.helpers import (
     sdk,
     until,
 )
-from tests.integration.team.services import GRACE, HEARTBEAT, REDIS_SOCKET_TIMEOUT, Server, Team
+from tests.integration.team.services import (
+    GRACE,
+    HEARTBEAT,
+    REDIS_SOCKET_TIMEOUT,
+    VAPID,
+    Server,
+    Team,
+)
+from tests.notify.pushservice import b64, running, vapid_claims
 
 BURST = 2000  # raw_agent's updates after its permission: 20 calls, 100 updates each
 BURST_CALLS = 20
@@ -295,3 +305,33 @@ def test_database_sessions_ended_mid_burst_lose_nothing_and_no_page_fails(team):
     failed = [load for load in loads if load[1] != 200]
     assert not failed, f"{len(failed)} of {len(loads)} page loads failed: {failed}\n{team.logs()}"
     expect_raw_run_whole(visitor.export(run.chat_id), visitor.chat(run.chat_id), BURST)
+
+
+def test_each_browser_is_told_of_each_prompt_once_whichever_process_sees_it(team):
+    """Both processes run a notifier (each has a runner); each notification goes out once."""
+    with contextlib.ExitStack() as stack:
+        service = stack.enter_context(contextlib.contextmanager(running)())
+        phone = service.subscription()
+        keys = {"p256dh": phone.p256dh, "auth": phone.auth}
+        subscription = {"endpoint": phone.endpoint, "keys": keys}
+        made = team.visitor.post_json("/notifications/devices", {"subscription": subscription})
+        assert made.status == 201, made
+        runs = [raw(team.a.ws_url, team.token, 0), raw(team.b.ws_url, team.token, 0)]
+        for run in runs:
+            stack.callback(kill_runner, run)
+
+        def said() -> list[dict[str, Any]]:
+            return [phone.read(push) for push in service.to(phone)]
+
+        until("both prompts pushed", lambda: len(said()) >= 2, within=30)
+        prompts = [s for s in said() if not s.get("settled")]
+        assert len({s["tag"] for s in prompts}) == 2 and all(s["body"] for s in prompts)
+        public = b64(VAPID.public_key.public_bytes(Encoding.X962, PublicFormat.UncompressedPoint))
+        assert all(vapid_claims(push, public) for push in service.to(phone))
+        for prompt in prompts:  # answered on the page: each notification is replaced, once
+            reject = prompt["actions"][-1]["action"]  # the agent's own option id
+            answer = team.visitor.request(prompt["url"], {"choice": reject})
+            assert answer.status in (200, 302), answer
+        until("both replacements pushed", lambda: len(said()) >= 4, within=30)
+        tags = sorted((s["tag"], bool(s.get("settled"))) for s in said())
+        assert tags == sorted({(s["tag"], b) for s in prompts for b in (False, True)})

@@ -1,0 +1,123 @@
+"""Who is told (activity/notify/who.py): what a person wants to hear of, their quiet hours in
+their own time zone, nobody already looking at the run; and a comment's mention told to the
+person it names."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from datetime import time as clock
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from activity.models import Membership, NotifyPrefs, PushDevice, ToolActivity
+from activity.notify import worker
+from activity.push import watching
+from activity.review import mentions
+from tests.members import logged_in
+from tests.notify.pushservice import PushService, running
+from tests.notify.test_notifications import device, waiting_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def service() -> Any:
+    yield from running()
+
+
+@pytest.fixture(autouse=True)
+def at_once(settings: Any, tmp_path: Any) -> None:
+    settings.NOTIFY_DELAY_SECONDS = 0
+    settings.VAR_DIR = tmp_path
+    settings.PUSH_ALLOW_HTTP = True
+
+
+def tick() -> None:
+    async_to_sync(worker.tick)()
+
+
+def test_quiet_hours_are_in_the_persons_own_time_zone_and_may_run_past_midnight():
+    night = NotifyPrefs(quiet_from=clock(22), quiet_until=clock(7), time_zone="Asia/Tokyo")
+    assert night.quiet(datetime(2026, 12, 5, 14, 0, tzinfo=UTC))  # 23:00 in Tokyo
+    assert night.quiet(datetime(2026, 12, 5, 21, 30, tzinfo=UTC))  # 06:30 the next day there
+    assert not night.quiet(datetime(2026, 12, 5, 3, 0, tzinfo=UTC))  # noon there
+    lunch = NotifyPrefs(quiet_from=clock(12), quiet_until=clock(13), time_zone="UTC")
+    assert lunch.quiet(datetime(2026, 12, 5, 12, 30, tzinfo=UTC))
+    assert not lunch.quiet(datetime(2026, 12, 5, 13, 0, tzinfo=UTC))
+    assert not NotifyPrefs().quiet(datetime(2026, 12, 5, 3, 0, tzinfo=UTC))  # none set
+
+
+def test_a_person_who_wants_no_prompts_or_is_in_quiet_hours_is_not_told(
+    acme, acme_approver, acme_admin, service: PushService
+):
+    alices, carols = service.subscription(), service.subscription()
+    device(acme_approver, alices)
+    device(acme_admin, carols)
+    NotifyPrefs.objects.create(user=acme_approver, prompts=False)
+    now = datetime.now(UTC).replace(microsecond=0)
+    start, end = now - timedelta(minutes=5), now + timedelta(minutes=5)  # quiet now
+    NotifyPrefs.objects.create(user=acme_admin, quiet_from=start.time(), quiet_until=end.time())
+    waiting_run(acme)
+    tick()
+    assert service.to(alices) == [] and service.to(carols) == []
+
+
+def test_a_person_looking_at_the_run_is_not_buzzed_about_it(acme, acme_approver, service):
+    alices = service.subscription()
+    device(acme_approver, alices)
+    chat = waiting_run(acme)
+    entry = watching.entry(acme_approver.pk, uuid.uuid4().hex)
+    watching.store(watching.LOOKING).put(chat.pk, entry, time.time() + 60)
+    tick()
+    assert service.to(alices) == []
+
+
+def test_a_comment_tells_the_person_it_mentions(acme, acme_approver, acme_viewer, service):
+    bobs = service.subscription()
+    device(acme_viewer, bobs)
+    chat = waiting_run(acme)
+    row = ToolActivity.objects.get(chat=chat)
+    mentions.add_comment(row, acme_approver, "@bob is this safe to delete?")
+    tick()
+    tick()
+    (push,) = service.to(bobs)
+    said = bobs.read(push)
+    assert said["title"] == "alice mentioned you in Clean the build"
+    assert said["body"] == "@bob is this safe to delete?" and said["actions"] == []
+    assert logged_in(acme_viewer).get(said["url"]).status_code == 302  # to the call
+
+
+def test_a_mention_of_someone_who_left_the_workspace_is_not_told(
+    acme, acme_approver, acme_viewer, service
+):
+    bobs = service.subscription()
+    device(acme_viewer, bobs)
+    row = ToolActivity.objects.get(chat=waiting_run(acme))
+    mentions.add_comment(row, acme_approver, "@bob look")
+    Membership.objects.filter(user=acme_viewer).delete()
+    tick()
+    assert service.to(bobs) == []
+
+
+def test_what_to_be_told_is_saved_and_a_wrong_time_zone_is_named(acme_approver):
+    client = logged_in(acme_approver)
+    wrong = {
+        "prompts": "on",
+        "quiet_from": "22:00",
+        "quiet_until": "07:00",
+        "time_zone": "Mars/Olympus",
+    }
+    refused = client.post("/settings/notifications/", wrong)
+    assert refused.status_code == 400
+    assert "“Mars/Olympus” is not a time zone" in refused.content.decode()
+    assert not NotifyPrefs.objects.exists()
+    saved = client.post("/settings/notifications/", {**wrong, "time_zone": "Europe/Berlin"})
+    assert saved.status_code == 302 and saved["Location"].endswith("?saved=1")
+    prefs = NotifyPrefs.objects.get(user=acme_approver)
+    assert prefs.prompts and not prefs.mentions and prefs.time_zone == "Europe/Berlin"
+    assert (prefs.quiet_from, prefs.quiet_until) == (clock(22), clock(7))
+    assert PushDevice.objects.count() == 0
