@@ -22,7 +22,7 @@ from activity.models.accounts import (
 )
 from activity.models.calls import Comment, Prompt, PromptKind, ToolActivity
 from activity.models.chats import Chat, InferenceAttempt, Message, Workspace
-from activity.models.devices import Notice, NotifyPrefs, PushDevice
+from activity.models.devices import Follow, Notice, NotifyPrefs, PushDevice
 from activity.models.invites import Invite, InviteState
 from activity.models.mentions import Mention
 from activity.models.webprompts import WebPrompt, WebPromptStatus
@@ -32,6 +32,7 @@ __all__ = [
     "AgentToken",
     "Chat",
     "Comment",
+    "Follow",
     "HostRun",
     "HostRunStatus",
     "InferenceAttempt",

@@ -189,6 +189,7 @@ class InferenceAttempt(models.Model):
         related_name="cancelled_turns",
     )
     cancel_asked_at = models.DateTimeField(null=True, blank=True)
+    told_at = models.DateTimeField(null=True, blank=True)  # its followers told it ended (notify/)
     version = models.PositiveBigIntegerField(default=0)
     created_version = models.PositiveBigIntegerField(default=0)
 

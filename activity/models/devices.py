@@ -1,5 +1,6 @@
-"""The browsers that tell a person when a run needs them (Web Push), and what is owed to each
-(what decides and sends it is ``activity/notify/``)."""
+"""The browsers that tell a person when a run needs them (Web Push), what is owed to each, what
+each person wants to be told, and the runs they follow (what decides and sends it is
+``activity/notify/``)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ class NotifyPrefs(models.Model):
     )
     prompts = models.BooleanField(default=True)  # prompts waiting for their answer
     mentions = models.BooleanField(default=True)  # comments that mention them
+    follows = models.BooleanField(default=True)  # a turn of a run they follow ended
     quiet_from = models.TimeField(null=True, blank=True)
     quiet_until = models.TimeField(null=True, blank=True)
     time_zone = models.CharField(max_length=64, default="UTC")
@@ -85,3 +87,19 @@ class NotifyPrefs(models.Model):
             zone = ZoneInfo("UTC")
         local = moment.astimezone(zone).time()
         return start <= local < end if start < end else local >= start or local < end
+
+
+class Follow(models.Model):
+    """A person following a run, or (``following`` false) having stopped: whoever started a run
+    from the web follows it until they say otherwise; anyone who may see it can follow it."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    chat = models.ForeignKey("activity.Chat", on_delete=models.CASCADE, related_name="follows")
+    following = models.BooleanField(default=True)
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "chat"], name="one_follow_per_run")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {'follows' if self.following else 'left'} {self.chat_id}"

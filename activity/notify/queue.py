@@ -10,7 +10,8 @@ Nothing here runs on the request or the ingest path: each server process's ``wor
    (``settled_told_at``) and each device that was told gets the same tag's "Answered by …".
    The unique (device, key) pair makes a device's notice once, whatever happens twice. A comment
    that mentions someone is claimed likewise (``Mention.notified_at``) and told to their devices.
-   Who is told is ``who.told``'s: wanted, not in quiet hours, not looking at the run already.
+   A turn that ended is claimed likewise (``InferenceAttempt.told_at``) and told to the run's
+   followers. Who is told is ``who.told``'s: wanted, not in quiet hours, not looking already.
 2. ``take``: notices not sent are claimed one by one (a conditional update of ``claimed_at``;
    a claim older than ``RETRY_SECONDS`` is stale: its process died or its push failed) and
    handed to the caller to send; ``done`` records what came of it: sent, or the device gone
@@ -19,14 +20,13 @@ Nothing here runs on the request or the ingest path: each server process's ``wor
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db.models import F, Model, Q
 from django.utils import timezone
 
-from activity.models import Membership, Mention, Notice, Prompt, PushDevice
+from activity.models import InferenceAttempt, Membership, Mention, Notice, Prompt, PushDevice
 from activity.notify import says, who
 from activity.notify.send import Sent
 from activity.people import access
@@ -37,31 +37,34 @@ MAX_TRIES = 5
 BATCH = 50  # notices taken at a time
 
 
-def _claim(prompt_id: uuid.UUID, field: str) -> bool:
-    unclaimed = Prompt.objects.filter(pk=prompt_id, **{f"{field}__isnull": True})
+def _claim(model: type[Model], pk: object, field: str) -> bool:
+    """Take ``model`` row ``pk`` to tell of: one process wins (``field`` is null until then)."""
+    unclaimed = model._default_manager.filter(pk=pk, **{f"{field}__isnull": True})
     return unclaimed.update(**{field: timezone.now()}) == 1
 
 
 def owe() -> int:
     """Make the notices that are due; how many were made."""
-    made = 0
     cutoff = timezone.now() - timedelta(seconds=settings.NOTIFY_DELAY_SECONDS)
+    made = 0
     waiting = Prompt.objects.filter(
         notified_at__isnull=True, closed_at__isnull=True, answered_at__isnull=True
     ).filter(created_at__lte=cutoff)
     for prompt in waiting.select_related("chat", "tool")[:BATCH]:
-        if _claim(prompt.pk, "notified_at"):
+        if _claim(Prompt, prompt.pk, "notified_at"):
             made += _waiting(prompt)
-    settled = Prompt.objects.filter(notified_at__isnull=False, settled_told_at__isnull=True).filter(
-        Q(closed_at__isnull=False) | Q(answered_at__isnull=False)
-    )
+    settled = Prompt.objects.filter(notified_at__isnull=False, settled_told_at__isnull=True)
+    settled = settled.filter(Q(closed_at__isnull=False) | Q(answered_at__isnull=False))
     for prompt in settled.select_related("chat", "answered_by")[:BATCH]:
-        if _claim(prompt.pk, "settled_told_at"):
+        if _claim(Prompt, prompt.pk, "settled_told_at"):
             made += _settled(prompt)
+    ended = InferenceAttempt.objects.filter(ended_at__isnull=False, told_at__isnull=True)
+    for turn in ended.select_related("chat")[:BATCH]:
+        if _claim(InferenceAttempt, turn.pk, "told_at"):
+            made += _ended(turn)
     mentions = Mention.objects.filter(notified_at__isnull=True, seen_at__isnull=True)
     for mention in mentions.filter(created_at__lte=cutoff).select_related(*MENTIONED)[:BATCH]:
-        claimed = Mention.objects.filter(pk=mention.pk, notified_at__isnull=True)
-        if claimed.update(notified_at=timezone.now()) == 1:
+        if _claim(Mention, mention.pk, "notified_at"):
             made += _mentioned(mention)
     return made
 
@@ -100,6 +103,17 @@ def _mentioned(mention: Mention) -> int:
     notices = [
         Notice(device=d, key=f"mention:{mention.pk}", payload=payload)
         for d in PushDevice.objects.filter(user=mention.user_id)
+    ]
+    return len(Notice.objects.bulk_create(notices, ignore_conflicts=True))
+
+
+def _ended(turn: InferenceAttempt) -> int:
+    """A turn of a followed run ended: its followers are told how."""
+    people = who.told(who.followers(turn.chat), "follows", turn.chat_id, timezone.now())
+    payload = says.ended(turn)
+    notices = [
+        Notice(device=d, key=f"turn:{turn.pk}", payload=payload)
+        for d in PushDevice.objects.filter(user__in=people)
     ]
     return len(Notice.objects.bulk_create(notices, ignore_conflicts=True))
 

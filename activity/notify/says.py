@@ -11,7 +11,8 @@ from django.core import signing
 from django.urls import reverse
 
 from activity.core.contract import ChoiceIntent, bound
-from activity.models import Mention, Prompt, PromptKind
+from activity.models import InferenceAttempt, Mention, Prompt, PromptKind
+from activity.show import statuses
 
 SALT = "koruweb.notify.answer"
 ACTED = (ChoiceIntent.ALLOW_ONCE, ChoiceIntent.REJECT_ONCE)  # answered from the notification
@@ -97,5 +98,18 @@ def mentioned(mention: Mention) -> dict[str, Any]:
         "body": bound(comment.text, BODY_CHARS) or "",
         "tag": f"mention-{mention.pk}",
         "url": reverse("open-mention", args=[mention.pk]),
+        "actions": [],
+    }
+
+
+def ended(turn: InferenceAttempt) -> dict[str, Any]:
+    """A turn of a run the person follows ended: how, and what it was asked."""
+    shown = statuses.turn_status(turn, statuses.canceller(turn))
+    asked = bound(turn.prompt, BODY_CHARS // 2)
+    return {
+        "title": f"{turn.chat.display_name}: {shown.words}",
+        "body": f"{shown.title} {f'It was asked: {asked}' if asked else ''}".strip(),
+        "tag": f"turn-{turn.pk}",
+        "url": reverse("chat", args=[turn.chat_id]),
         "actions": [],
     }

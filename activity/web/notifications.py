@@ -2,7 +2,7 @@
 makes koruweb an app a phone can install.
 
 - ``page``: the person's notifications page — turn them on in this browser, see and remove
-  their browsers.
+  their browsers, say what to be told and when not. ``follow``: follow a run, or stop.
 - ``service_worker`` (``/sw.js``, at the root so that it controls every page), ``manifest``
   (``/manifest.webmanifest``) and ``offline`` (``/offline/``, the one page the worker keeps).
 
@@ -34,7 +34,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from activity.core.contract import ChoiceIntent
 from activity.core.refusals import Refusal
-from activity.models import NotifyPrefs, Prompt, PromptKind, PushDevice
+from activity.models import Follow, NotifyPrefs, Prompt, PromptKind, PushDevice
 from activity.notify import says, vapid
 from activity.people import access
 from activity.web.views import answer_as
@@ -123,10 +123,11 @@ def forget(request: HttpRequest, device_id: int) -> HttpResponse:
 class PrefsForm(forms.ModelForm[NotifyPrefs]):
     class Meta:
         model = NotifyPrefs
-        fields = ["prompts", "mentions", "quiet_from", "quiet_until", "time_zone"]
+        fields = ["prompts", "mentions", "follows", "quiet_from", "quiet_until", "time_zone"]
         labels = {
             "prompts": "Prompts waiting for my answer",
             "mentions": "Comments that mention me",
+            "follows": "A turn of a run I follow ended",
             "quiet_from": "Quiet from",
             "quiet_until": "until",
             "time_zone": "in the time zone",
@@ -168,6 +169,19 @@ def page(request: HttpRequest) -> HttpResponse:
     }
     status = 400 if form.errors else 200
     return render(request, "activity/people/notifications.html", context, status=status)
+
+
+@require_POST
+@login_required
+def follow(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
+    """Follow a run the person may see (``following=1``), or stop (``following=0``): told when
+    each of its turns ends."""
+    chat = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
+    following = request.POST.get("following") == "1"
+    Follow.objects.update_or_create(
+        user_id=owner(request), chat=chat, defaults={"following": following}
+    )
+    return redirect("chat", chat.pk)
 
 
 @require_GET

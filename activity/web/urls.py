@@ -28,6 +28,7 @@ urlpatterns = [
         name="notify-answer",
     ),
     path("settings/notifications/", notifications.page, name="notifications"),
+    path("chats/<uuid:chat_id>/follow", notifications.follow, name="follow-run"),
     path("notifications/devices", notifications.devices, name="push-devices"),
     path("sw.js", notifications.service_worker, name="service-worker"),
     path("manifest.webmanifest", notifications.manifest, name="manifest"),

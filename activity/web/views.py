@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from activity.core.refusals import Refusal
 from activity.live import answers
 from activity.models import Prompt, Role
+from activity.notify import who
 from activity.people import access
 from activity.push import broadcast, watching
 from activity.push import inbox as needs
@@ -59,6 +60,7 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
         "can_manage": access.role_in(request.user, found.workspace_id) == Role.ADMIN,
         "web_prompt_chars": WEB_PROMPT_CHARS,
         "member_names": mentions.member_names(found.workspace_id),
+        "following": who.follows(int(request.user.pk or 0), found),
     }
     return render(request, "activity/runs/chat.html", context)
 

@@ -13,10 +13,22 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 
-from activity.models import Membership, NotifyPrefs, PushDevice, ToolActivity
+from activity.models import (
+    AgentHost,
+    AgentToken,
+    Chat,
+    HostRun,
+    Membership,
+    NotifyPrefs,
+    PushDevice,
+    TokenKind,
+    ToolActivity,
+)
 from activity.notify import worker
 from activity.push import watching
 from activity.review import mentions
+from tests import frames
+from tests.factories import apply
 from tests.members import logged_in
 from tests.notify.pushservice import PushService, running
 from tests.notify.test_notifications import device, waiting_run
@@ -121,3 +133,52 @@ def test_what_to_be_told_is_saved_and_a_wrong_time_zone_is_named(acme_approver):
     assert prefs.prompts and not prefs.mentions and prefs.time_zone == "Europe/Berlin"
     assert (prefs.quiet_from, prefs.quiet_until) == (clock(22), clock(7))
     assert PushDevice.objects.count() == 0
+
+
+# --- runs followed ------------------------------------------------------------------------------
+
+
+def end_turn(chat: Chat, reason: str = "end_turn") -> None:
+    assert chat.current_attempt_id is not None
+    apply(chat.pk, frames.turn_ended(4, chat.current_attempt_id, reason))
+
+
+def test_the_followers_of_a_run_are_told_how_each_turn_ended(
+    acme, acme_approver, acme_viewer, service
+):
+    alices, bobs = service.subscription(), service.subscription()
+    device(acme_approver, alices)
+    device(acme_viewer, bobs)
+    chat = waiting_run(acme)
+    following = logged_in(acme_viewer).post(f"/chats/{chat.pk}/follow", {"following": "1"})
+    assert following.status_code == 302
+    page = logged_in(acme_viewer).get(f"/chats/{chat.pk}/").content.decode()
+    assert "Stop telling me when a turn ends" in page
+    end_turn(chat, "refusal")
+    tick()
+    said = [bobs.read(push) for push in service.to(bobs)]
+    assert [s["title"] for s in said] == ["Clean the build: Refused"]
+    assert said[0]["body"].startswith("The agent refused to go on.")
+    assert said[0]["url"] == f"/chats/{chat.pk}/"
+    assert all(not alices.read(p).get("tag", "").startswith("turn-") for p in service.to(alices))
+
+
+def test_whoever_started_a_run_from_the_web_follows_it_until_they_stop(
+    acme, acme_approver, service
+):
+    alices = service.subscription()
+    device(acme_approver, alices)
+    chat = waiting_run(acme)
+    token, _ = AgentToken.issue(acme, "host", kind=TokenKind.HOST)
+    host = AgentHost.objects.create(workspace=acme, token=token, name="build-box")
+    HostRun.objects.create(host=host, agent="demo", requested_by=acme_approver, chat_id=chat.pk)
+    client = logged_in(acme_approver)
+    assert "Stop telling me when a turn ends" in client.get(f"/chats/{chat.pk}/").content.decode()
+    client.post(f"/chats/{chat.pk}/follow", {"following": "0"})
+    end_turn(chat)
+    tick()
+    turns = [
+        s for s in (alices.read(p) for p in service.to(alices)) if s["tag"].startswith("turn-")
+    ]
+    assert turns == []
+    assert "Tell me when a turn ends" in client.get(f"/chats/{chat.pk}/").content.decode()
