@@ -140,6 +140,15 @@ def listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def as_in_a_terminal() -> None:
+    """In the child: Ctrl-C and Ctrl-\\ do what they do to a command typed in a terminal. A test
+    run started in the background of a shell (``make test &``, ``nohup``) ignores SIGINT and
+    SIGQUIT, every process it starts inherits that, and a shell that starts ignoring a signal can
+    never trap it: ``make run`` would not hear Ctrl-C at all (docs/gotchas.md)."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def make(target: str, port: int, log: Path, **env: str) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
@@ -151,6 +160,7 @@ def make(target: str, port: int, log: Path, **env: str) -> Iterator[subprocess.P
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=as_in_a_terminal,
         )
     try:
         yield child
