@@ -1,6 +1,6 @@
 """Who is watching a chat: the people whose pages of it are open now, in every process.
 
-Each open viewer socket (``consumers.ViewerConsumer``) is an entry — chat, user, socket id,
+Each open viewer socket (``sockets/browsers.ViewerConsumer``) is an entry — chat, user, socket id,
 expiry — in the ``watching`` cache: Redis when ``REDIS_URL`` is set (a sorted set per chat, its
 members ``<user id>:<socket id>`` scored by when they expire), so every process sees every
 entry; otherwise this process's memory (the embedded mode has one process). The process's

@@ -1,4 +1,4 @@
-"""The sockets that tell a person what waits for them, on top of ``consumers.Relay``.
+"""The sockets that tell a person what waits for them, on top of ``browsers.Browser``.
 
 ``InboxConsumer`` (``/ws/inbox/``) re-renders a person's open prompts when one opens or closes.
 ``NeedsConsumer`` (``/ws/needs/``, every page) passes on what waits for a person and, on the
@@ -24,7 +24,7 @@ from activity.core import groups
 from activity.people import access
 from activity.push import inbox as needs
 from activity.push import pushes
-from activity.sockets.consumers import Browser
+from activity.sockets.browsers import Browser
 from activity.wire.frames import CLOSE_UNAUTHORIZED
 
 log = logging.getLogger(__name__)

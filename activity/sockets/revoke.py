@@ -9,7 +9,7 @@ database check per push:
   ``CLOSE_UNAUTHORIZED`` (its page says "Signed out");
 - a membership made, changed or removed — on the workspace page, in the admin, by an invite,
   or with its workspace or user deleted — tells ``groups.access(user id)``: each socket of that
-  person checks its access once (``consumers.Browser.access_changed``); a chat page that may no
+  person checks its access once (``browsers.Browser.access_changed``); a chat page that may no
   longer see its chat closes with ``CLOSE_FORBIDDEN``, an inbox or needs socket moves to the
   groups of the workspaces its person has now and sends its page what it shows again;
 - a chat deleted — by its admin, ``prune_runs``, the admin, its workspace deleted — tells

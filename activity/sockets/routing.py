@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from activity.sockets.consumers import AgentConsumer, HostConsumer, ViewerConsumer
+from activity.sockets.browsers import ViewerConsumer
+from activity.sockets.consumers import AgentConsumer, HostConsumer
 from activity.sockets.inbox import InboxConsumer, NeedsConsumer
 from activity.sockets.signin import SignedIn
 

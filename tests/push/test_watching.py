@@ -27,7 +27,7 @@ from django.test import Client
 from activity.models import Chat, Workspace
 from activity.push import broadcast, watching
 from activity.sockets import beats
-from activity.sockets.consumers import ViewerConsumer
+from activity.sockets.browsers import ViewerConsumer
 from koruweb.asgi import application
 from tests import frames
 from tests.factories import run
