@@ -34,7 +34,15 @@ from activity.people import access
 MENTIONED = ("comment__author", "comment__tool__chat")
 RETRY_SECONDS = 60  # a claimed notice not sent by then is taken again
 MAX_TRIES = 5
+KEEP_HOURS = 24 * 7  # a prompt open longer than this is replaced on no device
 BATCH = 50  # notices taken at a time
+
+
+def _prune() -> None:
+    """Notices are kept ``KEEP_HOURS`` after they were made: long enough for a replacement to
+    find the devices told, never for ever."""
+    old = Notice.objects.filter(created_at__lt=timezone.now() - timedelta(hours=KEEP_HOURS))
+    old.filter(Q(sent_at__isnull=False) | Q(tries__gte=MAX_TRIES)).delete()
 
 
 def _claim(model: type[Model], pk: object, field: str) -> bool:
@@ -62,6 +70,7 @@ def owe() -> int:
     for turn in ended.select_related("chat")[:BATCH]:
         if _claim(InferenceAttempt, turn.pk, "told_at"):
             made += _ended(turn)
+    _prune()
     mentions = Mention.objects.filter(notified_at__isnull=True, seen_at__isnull=True)
     for mention in mentions.filter(created_at__lte=cutoff).select_related(*MENTIONED)[:BATCH]:
         if _claim(Mention, mention.pk, "notified_at"):

@@ -11,12 +11,18 @@ from django.core import signing
 from django.urls import reverse
 
 from activity.core.contract import ChoiceIntent, bound
-from activity.models import InferenceAttempt, Mention, Prompt, PromptKind
+from activity.models import Chat, InferenceAttempt, Mention, Prompt, PromptKind
 from activity.show import statuses
 
 SALT = "koruweb.notify.answer"
 ACTED = (ChoiceIntent.ALLOW_ONCE, ChoiceIntent.REJECT_ONCE)  # answered from the notification
 BODY_CHARS = 240  # push services take ~4 KB; a phone shows two or three lines
+TITLE_CHARS = 120
+
+
+def run_name(chat: Chat) -> str:
+    """The run's name as a notification's title holds it (push services take ~4 KB in all)."""
+    return bound(chat.display_name, TITLE_CHARS) or "A run"
 
 
 def tag(prompt: Prompt) -> str:
@@ -60,7 +66,7 @@ def waiting(prompt: Prompt, user_id: int) -> dict[str, Any]:
             if c.get("intent") in ACTED
         ]
     return {
-        "title": f"{prompt.chat.display_name} needs you",
+        "title": f"{run_name(prompt.chat)} needs you",
         "body": asked(prompt),
         "tag": tag(prompt),
         "url": reverse("answer", args=[prompt.pk]),
@@ -80,7 +86,7 @@ def settled(prompt: Prompt) -> dict[str, Any]:
     else:
         body = "No longer waiting: the agent went on without an answer."
     return {
-        "title": f"{prompt.chat.display_name}",
+        "title": run_name(prompt.chat),
         "body": bound(body, BODY_CHARS),
         "tag": tag(prompt),
         "url": reverse("answer", args=[prompt.pk]),
@@ -94,7 +100,7 @@ def mentioned(mention: Mention) -> dict[str, Any]:
     comment = mention.comment
     author = comment.author.get_username() if comment.author else "someone"
     return {
-        "title": f"{author} mentioned you in {comment.tool.chat.display_name}",
+        "title": f"{author} mentioned you in {run_name(comment.tool.chat)}",
         "body": bound(comment.text, BODY_CHARS) or "",
         "tag": f"mention-{mention.pk}",
         "url": reverse("open-mention", args=[mention.pk]),
@@ -107,7 +113,7 @@ def ended(turn: InferenceAttempt) -> dict[str, Any]:
     shown = statuses.turn_status(turn, statuses.canceller(turn))
     asked = bound(turn.prompt, BODY_CHARS // 2)
     return {
-        "title": f"{turn.chat.display_name}: {shown.words}",
+        "title": f"{run_name(turn.chat)}: {shown.words}",
         "body": f"{shown.title} {f'It was asked: {asked}' if asked else ''}".strip(),
         "tag": f"turn-{turn.pk}",
         "url": reverse("chat", args=[turn.chat_id]),

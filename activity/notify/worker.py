@@ -1,8 +1,8 @@
 """Each server process's notifier: every ``NOTIFY_POLL_MS`` it makes the notices that are due
-and sends those it claims (``queue``), each push in a thread of its own (a push service may take
-seconds), a few at a time. Started by the first runner's socket of the process (prompts come
-from runners), like the watchdog; in team mode every process runs one, and the claims send each
-notice once."""
+and sends those it claims (``queue``), each push in a thread of its own (a push service may
+take seconds), a few at a time. Started by the first socket of the process, a runner's or a
+page's (prompts come from runners, mentions from pages); in team mode every process runs one,
+and the claims send each notice once."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from activity.core import groups
+from activity.notify import worker as notify
 from activity.people import access
 from activity.push import broadcast, pushes, watching
 from activity.sockets import beats, revoke
@@ -85,6 +86,7 @@ class Browser(Relay):
         self.guard = revoke.Guard(self, key, user_id, *more)
         await self.guard.start()
         beats.add(self)
+        notify.ensure_running()  # a comment's mention is told even where no runner is connected
         return True
 
     async def renew(self) -> None:

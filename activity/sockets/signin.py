@@ -10,7 +10,6 @@ valid session) and ``session_key`` ("" without one). bench/README.md, "Memory pe
 
 from __future__ import annotations
 
-from http.cookies import SimpleCookie
 from importlib import import_module
 from typing import Any
 
@@ -20,18 +19,16 @@ from django.contrib import auth
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest
+from django.http.cookie import parse_cookie
 
 from activity.sockets.origins import ASGIApp, Scope, header
 
 
 def cookie(scope: Scope, name: str) -> str:
-    """The value of cookie ``name`` the socket's request carried ("" if none)."""
-    raw = header(scope, b"cookie") or ""
-    try:
-        morsel = SimpleCookie(raw).get(name)
-    except Exception:  # a malformed Cookie header signs nobody in
-        return ""
-    return morsel.value if morsel is not None else ""
+    """The value of cookie ``name`` the socket's request carried ("" if none), parsed as Django
+    parses a request's (leniently: another site's odd cookie on the same host loses only
+    itself)."""
+    return parse_cookie(header(scope, b"cookie") or "").get(name, "")
 
 
 def person(key: str) -> AbstractBaseUser | AnonymousUser:

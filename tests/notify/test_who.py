@@ -4,6 +4,7 @@ person it names."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,10 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.db import connections
+from django.utils import timezone
 
 from activity.models import (
     AgentHost,
@@ -19,14 +24,16 @@ from activity.models import (
     Chat,
     HostRun,
     Membership,
+    Notice,
     NotifyPrefs,
     PushDevice,
     TokenKind,
     ToolActivity,
 )
-from activity.notify import worker
+from activity.notify import queue, worker
 from activity.push import watching
 from activity.review import mentions
+from koruweb.asgi import application
 from tests import frames
 from tests.factories import apply
 from tests.members import logged_in
@@ -182,3 +189,44 @@ def test_whoever_started_a_run_from_the_web_follows_it_until_they_stop(
     ]
     assert turns == []
     assert "Tell me when a turn ends" in client.get(f"/chats/{chat.pk}/").content.decode()
+
+
+# --- where no runner is connected, and what is kept -------------------------------------------
+
+
+async def test_a_mention_is_told_by_a_process_where_only_pages_are_open(
+    acme, acme_approver, acme_viewer, service, settings
+):
+    settings.NOTIFY_POLL_MS = 50
+    bobs = service.subscription()
+    await database_sync_to_async(device)(acme_viewer, bobs)
+    chat = await database_sync_to_async(waiting_run)(acme)  # no runner's socket anywhere
+    client = await database_sync_to_async(logged_in)(acme_approver)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    headers = [(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", cookie)]
+    page = WebsocketCommunicator(application, "/ws/needs/", headers=headers)
+    assert (await page.connect())[0]
+    try:
+        row = await database_sync_to_async(ToolActivity.objects.get)(chat=chat)
+        await database_sync_to_async(mentions.add_comment)(row, acme_approver, "@bob see this")
+        async with asyncio.timeout(10):
+            while not service.to(bobs):
+                await asyncio.sleep(0.05)
+        assert bobs.read(service.to(bobs)[0])["body"] == "@bob see this"
+    finally:
+        await page.disconnect()
+        await database_sync_to_async(connections.close_all)()
+
+
+def test_notices_sent_or_given_up_are_kept_a_week_then_removed(acme, acme_approver, service):
+    device(acme_approver, service.subscription())
+    waiting_run(acme)
+    tick()
+    (sent,) = Notice.objects.all()
+    assert sent.sent_at is not None
+    Notice.objects.update(created_at=timezone.now() - timedelta(hours=queue.KEEP_HOURS - 1))
+    tick()
+    assert Notice.objects.count() == 1  # a replacement may still need to find it
+    Notice.objects.update(created_at=timezone.now() - timedelta(hours=queue.KEEP_HOURS + 1))
+    tick()
+    assert not Notice.objects.exists()

@@ -98,3 +98,9 @@ async def test_a_signed_in_socket_knows_its_person_and_its_sessions_key(acme_vie
     assert signin.cookie(scope, "sessionid") == key
     user = await database_sync_to_async(signin.person)(key)
     assert user.pk == acme_viewer.pk
+
+
+def test_a_sessions_cookie_is_found_beside_another_sites_malformed_one():
+    scope = {"headers": [(b"cookie", b'theme="dark; x=1; weird=a"b; sessionid=abc123')]}
+    assert signin.cookie(scope, "sessionid") == "abc123"
+    assert signin.cookie({"headers": []}, "sessionid") == ""
