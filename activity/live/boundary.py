@@ -9,8 +9,8 @@
   number refuses the frame and a free-form one (a tool's raw input) keeps the rest;
 - no secret of a known shape (``secrets.mask``: API keys, tokens, private keys, ``KEY=value``
   lines) in any string of a frame that carries what an agent says or does (``acp``,
-  ``turn_started``, ``prompt_outcome``, ``turn_ended``), keys and ids included, before
-  anything stores, indexes or pushes it. Masks keep byte sizes. Not masked: the hello (its
+  ``turn_started``, ``prompt_outcome``, ``turn_ended``, ``changes``), keys and ids included,
+  before anything stores, indexes or pushes it. Masks keep byte sizes. Not masked: the hello (its
   secret is the runner's proof). No id needs to pass unmasked: the ids an answer repeats (a
   request's, an option's) are the runner's opaque ones, never the agent's (issue 22,
   ``activity/runner/ids.py``), and to the server an id is an opaque string like any other;
@@ -32,7 +32,7 @@ from activity.core.masking import mask
 from activity.wire.frames import seq_of
 
 MAX_DEPTH = 64  # levels of arrays and objects in one frame; real ACP messages use a dozen
-MASKED_TYPES = frozenset({"acp", "turn_started", "prompt_outcome", "turn_ended"})
+MASKED_TYPES = frozenset({"acp", "turn_started", "prompt_outcome", "turn_ended", "changes"})
 
 
 class Unreadable(ValueError):

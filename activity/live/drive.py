@@ -46,11 +46,12 @@ from activity.core import groups
 from activity.core import masking as secrets
 from activity.core.contract import bound
 from activity.core.refusals import Refusal
-from activity.live import chats
+from activity.live import changes, chats
 from activity.live.work import ChatChange, Work
 from activity.models import Chat, InferenceAttempt, WebPrompt, WebPromptStatus
 from activity.wire.frames import (
     WEB_PROMPT_CHARS,
+    Changes,
     NumberedFrame,
     SessionInfo,
     TurnEnded,
@@ -78,11 +79,14 @@ class Done:
 
 
 def apply(work: Work, frame: NumberedFrame) -> None:
-    """The runner's frames about the web: what it lets the web do, what it refused."""
+    """The runner's frames about the run, not a turn: what it lets the web do, what it
+    refused, what the agent changed in the run's git working tree (``changes.py``)."""
     if isinstance(frame, SessionInfo):
         session_info(work, frame)
     elif isinstance(frame, WebRefused):
         refused(work, frame)
+    elif isinstance(frame, Changes):
+        changes.apply(work, frame)
 
 
 def session_info(work: Work, frame: SessionInfo) -> None:
@@ -94,6 +98,10 @@ def session_info(work: Work, frame: SessionInfo) -> None:
     chat.commands = [command.model_dump() for command in frame.commands]
     chat.mode = frame.mode or chat.mode
     work.touch_meta("allow_web", "runner_stays", "web_modes", "modes", "commands", "mode")
+    if frame.session_id:  # an older runner says nothing of its session: what was said stays
+        chat.agent_session_id = frame.session_id
+        chat.agent_resumes, chat.agent_closes = frame.resumable, frame.closable
+        work.touch_meta("agent_session_id", "agent_resumes", "agent_closes")
     attempt = chat.current_attempt
     if allowed != chat.allow_web and attempt is not None and attempt.ended_at is None:
         work.touch(attempt, "version")  # its Cancel button comes or goes

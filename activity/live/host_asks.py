@@ -31,6 +31,7 @@ from activity.wire.hostframes import (
     TITLE_CHARS,
     ListDir,
     Listing,
+    Resume,
     Start,
 )
 
@@ -92,17 +93,37 @@ def start_run(
     runner of a chat whose id is made here, with a token for that chat alone; raises
     ``HostError`` having sent nothing."""
     prompt = prompt.strip()
+    refuse_unfit("The first prompt", prompt, FIRST_PROMPT_CHARS)
+    refuse_unfit("The title", title or "", TITLE_CHARS)
+    if not prompt:
+        raise HostError("Write the first prompt: what should the agent do?")
+    run, frame = prepare(host, user, agent, root, path, uuid.uuid4(), prompt=prompt, title=title)
+    send(host, run, frame)
+    return run
+
+
+def prepare(
+    host: AgentHost,
+    user: User,
+    agent: str,
+    root: str,
+    path: str,
+    chat_id: uuid.UUID,
+    *,
+    prompt: str | None = None,
+    title: str | None = None,
+    resume: Resume | None = None,
+) -> tuple[HostRun, Start]:
+    """The run of ``agent`` in ``path`` under ``root`` for chat ``chat_id``, recorded with a
+    token for that chat alone, and the ``start`` that asks the host for it (``send``); raises
+    ``HostError`` having recorded nothing: a busy host, a field no host could take."""
     for said, value, most in (
         ("The agent", agent, 64),
         ("The directory", root, PATH_CHARS),
         ("The directory", path, PATH_CHARS),
-        ("The first prompt", prompt, FIRST_PROMPT_CHARS),
-        ("The title", title or "", TITLE_CHARS),
     ):
         refuse_unfit(said, value, most)
     check(host, root, path, agent)
-    if not prompt:
-        raise HostError("Write the first prompt: what should the agent do?")
     with transaction.atomic():
         host = AgentHost.objects.select_for_update().select_related("workspace").get(pk=host.pk)
         running = host.running()
@@ -113,12 +134,18 @@ def start_run(
             )
         host_token = AgentToken.objects.get(pk=host.token_id)
         name = f"{host.name}/{agent} (run)"[:100]
-        chat_id = uuid.uuid4()
         token, plain = AgentToken.issue(
             host.workspace, name, TokenKind.AGENT, host_token, chat_id=chat_id
         )
         run = HostRun.objects.create(
-            host=host, agent=agent, token=token, requested_by=user, chat_id=chat_id
+            host=host,
+            agent=agent,
+            token=token,
+            requested_by=user,
+            chat_id=chat_id,
+            root=root,
+            path=path,
+            resumes=resume is not None,
         )
     frame = Start(
         id=run.pk,
@@ -129,7 +156,13 @@ def start_run(
         prompt=prompt,
         title=title,
         token=plain,
+        resume=resume,
     )
+    return run, frame
+
+
+def send(host: AgentHost, run: HostRun, frame: Start) -> None:
+    """Send the host its ``start``; one the server cannot deliver fails the run at once."""
     try:
         async_to_sync(get_channel_layer().send)(
             host.channel, {"type": "host.ask", "text": frame.model_dump_json(), "id": str(run.pk)}
@@ -137,7 +170,6 @@ def start_run(
     except Exception as fault:
         log.warning("asking host %s to start a run failed: %r", host.pk, fault)
         fail(run, "the server could not reach the host; try again")
-    return run
 
 
 def refuse_unfit(said: str, value: str, most: int) -> None:

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
@@ -33,8 +34,10 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from activity.core import groups
-from activity.live import boundary
+from activity.live import boundary, chats
 from activity.live.run_tokens import close_sockets, revoke_run_token, revoke_tokens
+from activity.live.work import ChatChange
+from activity.models import Chat
 from activity.models.accounts import (
     RUNNING,
     AgentHost,
@@ -82,10 +85,17 @@ class Socket(Protocol):
 
 
 class HostSession:
-    def __init__(self, workspace_id: uuid.UUID, token_id: int, socket: Socket) -> None:
+    def __init__(
+        self,
+        workspace_id: uuid.UUID,
+        token_id: int,
+        socket: Socket,
+        announce: Callable[[ChatChange], Awaitable[None]],
+    ) -> None:
         self.workspace_id = workspace_id
         self.token_id = token_id
         self.socket = socket
+        self.announce = announce  # broadcast.announce: a run's end changes its page
         self.host_id: uuid.UUID | None = None
         self.asked: dict[str, str] = {}  # a list frame's id → the reply channel of its page
         self.heartbeat: asyncio.Task[None] | None = None
@@ -121,7 +131,9 @@ class HostSession:
             case Started():
                 await database_sync_to_async(started)(self.host_id, frame)
             case Exited():
-                await database_sync_to_async(exited)(self.host_id, frame)
+                change = await database_sync_to_async(exited)(self.host_id, frame)
+                if change is not None:
+                    await self.announce(change)
 
     async def hello(self, hello: HostHello) -> None:
         try:
@@ -260,11 +272,12 @@ def started(host_id: uuid.UUID | None, frame: Started) -> None:
         run.save(update_fields=["status", "chat_id", "error"])
 
 
-def exited(host_id: uuid.UUID | None, frame: Exited) -> None:
+def exited(host_id: uuid.UUID | None, frame: Exited) -> ChatChange | None:
+    """The runner ended: the run's page may now offer Resume (its controls are drawn again)."""
     with transaction.atomic():
         run = HostRun.objects.select_for_update().filter(pk=frame.id, host_id=host_id).first()
         if run is None:
-            return
+            return None
         if run.status == Status.STARTING:
             run.status = Status.FAILED
             run.error = f"the runner exited with code {frame.code} before its run started"
@@ -273,3 +286,11 @@ def exited(host_id: uuid.UUID | None, frame: Exited) -> None:
         run.code = frame.code
         run.save(update_fields=["status", "error", "code"])
         revoke_run_token(run)
+    if run.chat_id is None:
+        return None
+    try:
+        with chats.change(run.chat_id) as work:
+            work.touch_meta("runner_connected")
+    except Chat.DoesNotExist:
+        return None
+    return work.done

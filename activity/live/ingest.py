@@ -206,7 +206,7 @@ def apply_frame(work: Work, frame: NumberedFrame) -> None:
             close_prompt(work, frame)
         case TurnEnded():
             end_turn(work, frame)
-        case _:  # what the run lets the web do, what it refused of it
+        case _:  # what the run lets the web do, what it refused, what it changed (git)
             drive.apply(work, frame)
 
 

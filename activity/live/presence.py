@@ -21,6 +21,11 @@ over is never locked out; the older socket loses the chat's answers). A wrong or
 changes nothing. A chat made before runners had a secret (no hash) is refused to every hello:
 its runner, older than the secret, cannot prove it owns it, and a runner never reuses a chat
 id, so nobody who says hello for it with a secret can be its runner.
+
+A runner that resumes a chat (``frames.Hello.resume``: ``koruweb agent --resume``, or a host's
+Resume) proves it with the chat's secret too, and only while no runner of the chat is connected;
+its hello gives the chat the new secret, so the runner that had the chat is refused if it ever
+comes back. A turn that runner left running is ended (``runner_lost``): nobody will end it.
 """
 
 from __future__ import annotations
@@ -85,16 +90,29 @@ def claim(
     acked: int,
     secret: str,
     token_id: int | None = None,
+    resume: str | None = None,
 ) -> Claimed:
     """A runner said hello with its secret: make or find its chat, show it online on this
     socket. Raises ``Refused``, having changed nothing, unless the secret is the chat's and
     the runner's token (``token_id``) may have this chat: a run token a host was given is good
-    for its run's chat alone (``AgentToken.chat_id``), never another nor a new one."""
-    if token_id is not None:
-        scope = AgentToken.objects.filter(pk=token_id).values_list("chat_id", flat=True).first()
-        if scope is not None and scope != chat_id:
-            raise Refused("this run's token is good for its own run's chat only")
-    return _connect(workspace_id, chat_id, channel, acked, secret)
+    for its run's chat alone (``AgentToken.chat_id``), never another nor a new one.
+
+    ``resume``: the runner takes the chat up again (see the module), with this secret from now
+    on; it never makes a chat."""
+    found = AgentToken.objects.filter(pk=token_id) if token_id is not None else None
+    token = found.values("chat_id", "name").first() if found is not None else None
+    if token is not None and token["chat_id"] is not None and token["chat_id"] != chat_id:
+        raise Refused("this run's token is good for its own run's chat only")
+    if resume is None:
+        return _connect(workspace_id, chat_id, channel, acked, secret)
+    via = "" if token is None or token["chat_id"] is not None else f"token {token['name']}"
+    return _connect(workspace_id, chat_id, channel, acked, secret, Resuming(resume, via))
+
+
+@dataclass(frozen=True)
+class Resuming:
+    secret: str  # the chat's secret from now on
+    via: str  # what the page says it was resumed with ("": a host's run, the person said so)
 
 
 def connect(
@@ -107,10 +125,15 @@ def connect(
 
 
 def _connect(
-    workspace_id: uuid.UUID, chat_id: uuid.UUID, channel: str, acked: int, secret: str | None
+    workspace_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    channel: str,
+    acked: int,
+    secret: str | None,
+    resuming: Resuming | None = None,
 ) -> Claimed:
     with transaction.atomic():
-        if acked == 0:  # a new runner's first hello makes its chat
+        if acked == 0 and resuming is None:  # a new runner's first hello makes its chat
             Chat.objects.get_or_create(
                 pk=chat_id,
                 defaults={
@@ -123,15 +146,38 @@ def _connect(
                 chat = work.chat
                 if chat.workspace_id != workspace_id:
                     raise Refused("this chat belongs to another workspace")
-                if not owns(chat, secret):
+                resumes = resuming is not None and not owns(chat, resuming.secret)
+                if not owns(chat, secret) and not (resuming and owns(chat, resuming.secret)):
                     raise Refused("this chat belongs to another runner (its secret differs)")
                 replaced = chat.runner_channel if chat.runner_channel != channel else ""
+                if resumes:
+                    assert resuming is not None
+                    take_over(work, resuming)
                 chat.runner_channel, chat.runner_seen_at = channel, timezone.now()
                 work.touch_meta("runner_channel", "runner_seen_at")
                 back(work)
         except Chat.DoesNotExist:
             raise Refused("this chat was deleted on the server") from None
     return Claimed(work.done, work.chat.last_seq, replaced)
+
+
+def take_over(work: Work, resuming: Resuming) -> None:
+    """A runner resumes the chat: only once its runner is gone. The chat takes the new secret
+    and says who resumed it; the turn the runner that left was in ends, lost."""
+    chat = work.chat
+    if chat.runner_connected:
+        raise Refused("the run's runner is still connected: resume it once that runner is gone")
+    chat.runner_secret_hash = digest(resuming.secret)
+    work.touch_meta("runner_secret_hash")
+    if resuming.via:  # a host's Resume said who and when already (live/resume.py)
+        chat.resumed_at, chat.resumed_by, chat.resumed_via = timezone.now(), None, resuming.via
+        work.touch_meta("resumed_at", "resumed_by", "resumed_via")
+    attempt = chat.current_attempt
+    if attempt is not None and attempt.ended_at is None:
+        at = int(time.time() * 1000)
+        attempt.ended_at, attempt.stop_reason = at, RUNNER_LOST
+        work.touch(attempt, "ended_at", "stop_reason")
+        finish_turn(work, attempt, RUNNER_LOST, at)
 
 
 def holds(chat_id: uuid.UUID, channel: str) -> bool:

@@ -21,7 +21,7 @@ from activity.models.accounts import (
     TokenKind,
 )
 from activity.models.calls import Comment, Prompt, PromptKind, ToolActivity
-from activity.models.chats import Chat, InferenceAttempt, Message, Workspace
+from activity.models.chats import Chat, InferenceAttempt, Message, TurnDiff, Workspace
 from activity.models.devices import Follow, Notice, NotifyPrefs, PushDevice
 from activity.models.invites import Invite, InviteState
 from activity.models.mentions import Mention
@@ -49,6 +49,7 @@ __all__ = [
     "Role",
     "TokenKind",
     "ToolActivity",
+    "TurnDiff",
     "WebPrompt",
     "WebPromptStatus",
     "Workspace",

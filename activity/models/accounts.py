@@ -237,6 +237,11 @@ class HostRun(models.Model):
     error = models.CharField(max_length=2000, blank=True)
     code = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Where it runs (one of the host's roots, and a directory under it): a Resume starts the
+    # agent there again. Empty for a run started before koruweb kept it.
+    root = models.CharField(max_length=4096, blank=True)
+    path = models.CharField(max_length=4096, blank=True)
+    resumes = models.BooleanField(default=False)  # it takes its chat's session up again
 
     class Meta:
         ordering = ["-created_at"]

@@ -81,6 +81,27 @@ class Chat(models.Model):
     runner_stays = models.BooleanField(default=False)
     # The runner's reason for refusing the web's last cancel or mode switch, for the page.
     web_note = models.CharField(max_length=600, blank=True)
+    # The agent's session (frames.SessionInfo): what a resume takes up again, and whether the
+    # agent can resume it and close it (docs/protocol.md#resuming-a-run).
+    agent_session_id = models.CharField(max_length=200, blank=True)
+    agent_resumes = models.BooleanField(default=False)
+    agent_closes = models.BooleanField(default=False)
+    # Who took the run up again, when and from where (a host's Resume: the person and the
+    # host; ``koruweb agent --resume``: the token), and who stopped it from the web.
+    resumed_at = models.DateTimeField(null=True, blank=True)
+    resumed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    resumed_via = models.CharField(max_length=150, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    stopped_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # The whole change so far (the latest ``changes`` frame, activity/live/changes.py): files,
+    # lines added and removed; None until a turn of a run in git has ended. ``changes_note``:
+    # why the run has none (its directory is not in a git working tree).
+    changed: models.JSONField[Any] = models.JSONField(null=True, blank=True)
+    changes_note = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -104,6 +125,46 @@ class Chat(models.Model):
         """The web may send this run a message now: it allows it, and its runner is
         connected or stays (a message waits for a runner that stays, never for one that left)."""
         return self.allow_web and (self.runner_connected or self.runner_stays)
+
+    @cached_property
+    def host_run(self) -> Any:
+        """The latest ``HostRun`` a host started for this chat (a start or a resume), with its
+        host; None for a run started from a terminal."""
+        from activity.models.accounts import HostRun
+
+        runs = HostRun.objects.filter(chat_id=self.pk).select_related("host")
+        return runs.order_by("-created_at").first()
+
+    @property
+    def cannot_resume(self) -> str:
+        """Why the run's page cannot resume it now ("": it can). Only a run a host started is
+        resumed from its page, once its runner is gone, if its agent can resume sessions
+        (docs/protocol.md#resuming-a-run); a run from a terminal is resumed where it ran."""
+        from activity.models.accounts import RUNNING
+
+        run = self.host_run
+        if not self.agent_session_id:
+            return "koruweb does not know its agent's session (its runner is older than resuming)."
+        if not self.agent_resumes:
+            agent = self.agent_name or "Its agent"
+            return f"{agent} cannot resume its sessions: it offers neither session/resume nor load."
+        if run is None:
+            return f"Resume it where it ran: koruweb agent --resume {self.pk}"
+        if self.runner_connected:
+            return "Its runner is still connected: it can be resumed once that runner is gone."
+        if run.status == "starting":
+            return f"A runner is starting for it on {run.host.name}…"
+        if run.status in RUNNING:
+            return "Its host has not yet said that its runner ended: it can be resumed once it has."
+        if not run.root:
+            return "It was started before koruweb kept a run's directory: it cannot be resumed."
+        return ""
+
+    @property
+    def stoppable(self) -> bool:
+        """The web may end this run now: a host started it and its runner is connected."""
+        run = self.host_run
+        return run is not None and run.status == "started" and self.runner_connected
 
     @property
     def web_choices(self) -> list[dict[str, Any]]:
@@ -190,6 +251,9 @@ class InferenceAttempt(models.Model):
     )
     cancel_asked_at = models.DateTimeField(null=True, blank=True)
     told_at = models.DateTimeField(null=True, blank=True)  # its followers told it ended (notify/)
+    # What the turn changed in the run's git working tree: {"files", "added", "removed"} (its
+    # diff: ``TurnDiff``); None for a turn that did not say (a run outside git).
+    changed: models.JSONField[Any] = models.JSONField(null=True, blank=True)
     version = models.PositiveBigIntegerField(default=0)
     created_version = models.PositiveBigIntegerField(default=0)
 
@@ -231,3 +295,30 @@ class Message(models.Model):
     @property
     def markdown_bytes(self) -> int:
         return len(self.markdown.encode("utf-8"))
+
+
+class TurnDiff(models.Model):
+    """What the agent changed in the run's git working tree by the end of a turn (the runner's
+    ``changes`` frame, bounded and masked like every string an agent sends): the turn's diff
+    (since it started) and the whole run's (since the run started), each with every file's
+    counts (``[{"path", "added", "removed"}]``, None counts for a binary file). The run's whole
+    change is its latest turn's ``run_diff``."""
+
+    attempt = models.OneToOneField(InferenceAttempt, on_delete=models.CASCADE, related_name="diff")
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="diffs")
+    turn_diff = models.TextField(blank=True)
+    turn_files: models.JSONField[Any] = models.JSONField(default=list)
+    turn_more_files = models.PositiveIntegerField(default=0)
+    turn_cut_bytes = models.PositiveBigIntegerField(default=0)
+    run_diff = models.TextField(blank=True)
+    run_files: models.JSONField[Any] = models.JSONField(default=list)
+    run_more_files = models.PositiveIntegerField(default=0)
+    run_cut_bytes = models.PositiveBigIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0)  # files too big to snapshot
+    at = models.BigIntegerField()  # epoch ms, the runner's clock
+
+    class Meta:
+        indexes = [models.Index(fields=["chat", "-at"])]
+
+    def __str__(self) -> str:
+        return f"diff of {self.attempt_id}"

@@ -20,18 +20,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from activity.runner import host
+from activity.runner import host, saved
 from activity.runner.link import TOKEN_VARIABLE, say
 from activity.runner.main import run
 from activity.runner.options import Options
 from activity.runner.web import MAX_MODES, NAME_CHARS
 from activity.wire.frames import PROTOCOL_VERSION, package_version
-from activity.wire.hostframes import HANDOFF_BYTES, RunHandoff
+from activity.wire.hostframes import HANDOFF_BYTES, Resume, RunHandoff
 
 AGENT_HELP = (
     "Run an ACP agent and stream it to koruweb: "
@@ -60,7 +61,9 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"an agent token of the workspace (or in ${TOKEN_VARIABLE}, kept out of ps)",
     )
     parser.add_argument("--title", help="the run's title (default: the first prompt)")
-    parser.add_argument("--cwd", default=".", help="the agent's working directory")
+    parser.add_argument(
+        "--cwd", help="the agent's working directory (default: here; with --resume, the run's)"
+    )
     parser.add_argument("--mode", help="a session mode, e.g. 'default' to be asked")
     parser.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument(
@@ -99,6 +102,13 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         "standard input, as `koruweb host` hands them (JSON): none of them on the command line "
         "or in the environment",
     )
+    parser.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="take a run that ran on this machine up again (its id or page address): the same "
+        "agent session in the same run, once its runner is gone; the agent's command and "
+        "directory default to the run's",
+    )
     parser.add_argument("agent_command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
 
@@ -108,15 +118,28 @@ def agent_options(parsed: Mapping[str, Any]) -> Options:
     command = list(parsed["agent_command"])
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
-        raise Usage("give the agent's command after --, e.g. -- claude-agent-acp")
     server = parsed["server"]
     if not server.startswith(("ws://", "wss://")):
         raise Usage(f"--server {server!r}: use ws://HOST:PORT or wss://HOST")
     token, prompts, title = parsed["token"], parsed["prompt"], parsed["title"]
+    cwd, chat_id, resume = parsed["cwd"], None, None
+    if parsed.get("resume"):
+        if parsed.get("from_host"):
+            raise Usage("--resume and --from-host: a host says which run to resume")
+        try:
+            kept = saved.load(parsed["resume"])
+        except saved.NotSaved as missing:
+            raise Usage(str(missing)) from None
+        command, cwd = command or kept.command, cwd or kept.cwd
+        chat_id = uuid.UUID(kept.chat_id)
+        resume = Resume(session_id=kept.session_id, secret=kept.secret)
+    if not command:
+        raise Usage("give the agent's command after --, e.g. -- claude-agent-acp")
     handoff = from_host() if parsed.get("from_host") else None
     if handoff is not None:
-        token, prompts, title = handoff.token, [handoff.prompt], handoff.title or title
+        token, title = handoff.token, handoff.title or title
+        prompts = [handoff.prompt] if handoff.prompt else []
+        chat_id, resume = handoff.chat_id, handoff.resume
     if not token:
         raise Usage(f"give an agent token: --token TOKEN, or ${TOKEN_VARIABLE}")
     for flag in ("web_modes", "stay"):
@@ -127,15 +150,16 @@ def agent_options(parsed: Mapping[str, Any]) -> Options:
         token=token,
         command=command,
         title=title,
-        cwd=parsed["cwd"],
+        cwd=cwd or ".",
         mode=parsed["mode"],
         connect_timeout=parsed["connect_timeout"],
         prompts=prompts,
         allow_web=parsed["allow_web"],
         web_modes=parsed["web_modes"],
         stay=parsed["stay"],
-        chat_id=handoff.chat_id if handoff is not None else None,
+        chat_id=chat_id,
         from_host=handoff is not None,
+        resume=resume,
     )
 
 

@@ -254,8 +254,8 @@ class Host:
             self.active.discard(frame.id)
 
     async def spawn(self, frame: Start) -> asyncio.subprocess.Process | None:
-        """The runner of ``frame``, started and handed its token, chat, prompt and title on its
-        standard input; None (reported) if the host refuses it."""
+        """The runner of ``frame``, started and handed its token, chat, prompt and title (or the
+        session it resumes) on its standard input; None (reported) if the host refuses it."""
         agent = self.options.agents.get(frame.agent)
         if agent is None:
             offered = ", ".join(self.options.agents)
@@ -267,13 +267,18 @@ class Host:
         except Outside as outside:
             self.report(Started(id=frame.id, error=str(outside)))
             return None
-        say(f"starting {frame.agent} in {directory}")
+        doing = "resuming" if frame.resume is not None else "starting"
+        say(f"{doing} {frame.agent} in {directory}")
         argv = [*RUNNER, "--server", self.options.server, "--from-host"]
         argv += ["--allow-web", "--stay", "--cwd", directory]
         argv += ["--web-modes", ",".join(agent.web_modes)] if agent.web_modes else []
         argv += ["--", *agent.command]
         handoff = RunHandoff(
-            token=frame.token, chat_id=frame.chat_id, prompt=frame.prompt, title=frame.title
+            token=frame.token,
+            chat_id=frame.chat_id,
+            prompt=frame.prompt,
+            title=frame.title,
+            resume=frame.resume,
         )
         try:
             process = await asyncio.create_subprocess_exec(

@@ -53,6 +53,7 @@ from activity.wire.frames import (
     WebCancel,
     WebMode,
     WebPromptFrame,
+    WebStop,
     retry_after,
     server_frame,
 )
@@ -70,6 +71,7 @@ REFUSING = {CLOSE_PROTOCOL, CLOSE_SERVER_ERROR, CloseCode.INTERNAL_ERROR, *TOO_B
 REFUSALS = 3  # connections in a row refused on the same frame before the runner stops
 BACKOFF_SECONDS = 0.25  # the first delay before a reconnect; it doubles up to BACKOFF_MAX
 BACKOFF_MAX = 10.0
+WebFrame = WebPromptFrame | WebCancel | WebMode | WebStop
 TOKEN_VARIABLE = "KORUWEB_TOKEN"  # the token, when not on the command line (where ps shows it)
 
 
@@ -152,13 +154,17 @@ class Link:
         outbox: Outbox,
         on_answer: Callable[[str | int, dict[str, Any]], None],
         secret: str | None = None,
-        on_web: Callable[[WebPromptFrame | WebCancel | WebMode], None] | None = None,
+        on_web: Callable[[WebFrame], None] | None = None,
+        resume: str | None = None,
     ) -> None:
         self.url = server.rstrip("/") + "/ws/agent/"
         self.token = token
         self.chat_id = chat_id
         # Proves the chat is this runner's, in every hello: 256 random bits, never logged.
         self.secret = secret or secrets.token_urlsafe(32)
+        # Resuming the chat: the secret it has from the hello that takes it on (docs/protocol.md
+        # #resuming-a-run), which becomes ``secret`` once the server has said yes.
+        self.resume = resume
         self.outbox = outbox
         self.on_answer = on_answer
         self.on_web = on_web
@@ -226,7 +232,9 @@ class Link:
 
     async def session(self, socket: ClientConnection) -> None:
         self.sent = self.outbox.acked  # nothing sent yet on this connection: nothing to strike
-        hello = Hello(chat_id=self.chat_id, secret=self.secret, acked=self.outbox.acked)
+        hello = Hello(
+            chat_id=self.chat_id, secret=self.secret, acked=self.outbox.acked, resume=self.resume
+        )
         await socket.send(hello.model_dump_json())
         text = await socket.recv()
         try:
@@ -236,6 +244,9 @@ class Link:
         if not isinstance(first, Ack):
             said = first.error if isinstance(first, Error) else first
             raise Fatal(f"the server did not accept the hello: {said}")
+        if self.resume is not None:  # the chat is ours with the new secret from now on
+            self.secret, self.resume = self.resume, None
+        self.outbox.start_at(first.seq)
         self.outbox.ack(first.seq)
         self.sent = self.outbox.acked
         self.connected.set()
@@ -272,6 +283,6 @@ class Link:
                     self.outbox.ack(frame.seq)
             case Answer():
                 self.on_answer(frame.request_id, frame.outcome)
-            case WebPromptFrame() | WebCancel() | WebMode():
+            case WebPromptFrame() | WebCancel() | WebMode() | WebStop():
                 if self.on_web is not None:
                     self.on_web(frame)

@@ -6,7 +6,9 @@ another protocol: its reason says which runner to install); 3 the agent command 
 or would not start; 4 the agent exited (during a turn or between turns); 5 the agent has no
 such mode as ``--mode`` or one of ``--web-modes``; 6 the agent asks to authenticate and no
 method's credentials are set; 7 the server refused the same frame on ``link.REFUSALS``
-connections in a row; 130 interrupted. ``--allow-web``: see ``web.py``.
+connections in a row; 8 the agent cannot resume the run's session (``--resume``: it offers
+neither ``session/resume`` nor ``session/load``, or refused); 130 interrupted. ``--allow-web``:
+see ``web.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import secrets
 import signal
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, Client, RequestError, text_block
@@ -29,19 +31,18 @@ from acp.schema import (
     Implementation,
 )
 
-from activity.runner import setup
+from activity.runner import saved, sessions, setup
 from activity.runner.link import TOKEN_VARIABLE, Fatal, Link, Refused, say
 from activity.runner.options import Options, page_url
 from activity.runner.outbox import Outbox, cut_text
 from activity.runner.spawn import one_line_logs, spawn
 from activity.runner.turns import RunnerClient, TurnTable
-from activity.runner.web import NoSuchMode, Prompt, Web, set_mode
+from activity.runner.web import NoSuchMode, Prompt, Web, set_mode, shown
 from activity.wire.frames import TurnEnded, TurnStarted
 
 READ_LIMIT = 64 * 1024 * 1024  # the agent's longest line the runner will read
 TITLE_CHARS = 200  # a title made from a prompt's first line
 ERROR_CHARS = 2000  # an agent's error, as ``frames.TurnEnded.error`` bounds it
-AUTH_REQUIRED = -32000  # JSON-RPC error code: "Authentication required"
 CANCEL_SECONDS = 3.0  # how long a cancelled turn is given to end before its agent is stopped
 
 
@@ -56,6 +57,7 @@ class Runner:
         self.options = options
         self.chat_id = options.chat_id or uuid.uuid4()
         self.secret = secrets.token_urlsafe(32)  # 256 bits: the chat is this runner's alone
+        resume = options.resume  # the chat's secret now proves it; ours replaces it
         self.outbox = Outbox()
         self.table = TurnTable(self.outbox, cwd=os.path.abspath(options.cwd))
         self.web = Web(
@@ -71,8 +73,9 @@ class Runner:
             self.chat_id,
             self.outbox,
             self.answer,
-            self.secret,
+            resume.secret if resume is not None else self.secret,
             on_web=self.web.receive,
+            resume=self.secret if resume is not None else None,
         )
         self.session_id = ""
         self.conn: ClientSideConnection | None = None
@@ -133,6 +136,8 @@ class Runner:
             finally:
                 if reader is not None:
                     reader.cancel()
+            if self.web.stopped_by is not None and self.web.closable:
+                await sessions.close(conn, self.session_id, CANCEL_SECONDS)
             await self.flush(link)
 
     async def next_prompt(self, process: asyncio.subprocess.Process) -> Prompt | None:
@@ -201,7 +206,11 @@ class Runner:
                 client_capabilities=capabilities,
                 client_info=Implementation(name="koruweb", version="0.1.0"),
             )
-            session = await self.new_session(conn, init.model_dump(by_alias=True, mode="json"))
+            told = init.model_dump(by_alias=True, mode="json")
+            if self.options.resume is not None:
+                session = await self.resume_session(conn, told)
+            else:
+                session = await self.new_session(conn, told)
         except ConnectionError:
             raise Exit(3, "the agent exited before it started a session") from None
         except RequestError as error:
@@ -209,7 +218,11 @@ class Runner:
         info = init.agent_info
         self.agent_name = info.name if info else self.options.command[0]
         self.agent_version = info.version if info else ""
-        self.session_id = session.session_id
+        can = sessions.capable(told)
+        self.web.resumable, self.web.closable = can.resume, can.close
+        if self.options.resume is None:
+            self.session_id = session.session_id
+        self.keep()
         modes = setup.modes(session.model_dump(by_alias=True, mode="json"))
         self.web.mode = modes.current
         if self.options.mode:
@@ -221,23 +234,37 @@ class Runner:
             raise Exit(5, str(error)) from None
 
     async def new_session(self, conn: ClientSideConnection, init: dict[str, Any]) -> Any:
-        """``session/new``; when the agent asks to authenticate first, with the first method
-        whose credentials are in the environment."""
+        """``session/new`` (authenticated first if the agent asks: ``sessions.authenticated``)."""
         cwd = os.path.abspath(self.options.cwd)
+        return await self.authenticated(init, lambda: conn.new_session(cwd=cwd, mcp_servers=[]))
+
+    async def resume_session(self, conn: ClientSideConnection, init: dict[str, Any]) -> Any:
+        """The run's session taken up again: ``session/resume``, else ``session/load`` (whose
+        replay of the conversation the server has already: not forwarded), else exit 8."""
+        assert self.options.resume is not None
+        self.session_id = self.options.resume.session_id
+        cwd, can = os.path.abspath(self.options.cwd), sessions.capable(init)
+        if not can.resume:
+            raise Exit(8, sessions.CANNOT)
+        say(f"resuming the agent's session {shown(self.session_id)[:80]} in {cwd}")
         try:
-            return await conn.new_session(cwd=cwd, mcp_servers=[])
+            return await self.authenticated(
+                init, lambda: sessions.take_up(conn, self.table, can, self.session_id, cwd)
+            )
         except RequestError as error:
-            if error.code != AUTH_REQUIRED:
-                raise
-        methods = setup.auth_methods(init)
-        method = setup.pick(methods, os.environ)
-        if method is None:
-            raise Exit(6, setup.no_credentials(methods))
+            raise Exit(8, f"the agent would not resume the run's session: {error}") from None
+
+    async def authenticated(self, init: dict[str, Any], ask: Callable[[], Awaitable[Any]]) -> Any:
+        assert self.conn is not None
         try:
-            await conn.authenticate(method_id=method.id)
-        except RequestError as error:
-            raise Exit(6, f"the agent refused authentication with {method.id}: {error}") from None
-        return await conn.new_session(cwd=cwd, mcp_servers=[])
+            return await sessions.authenticated(init, ask, self.conn)
+        except sessions.NoCredentials as missing:
+            raise Exit(6, str(missing)) from None
+
+    def keep(self) -> None:
+        """Keep what ``--resume`` needs on this machine (``saved.py``)."""
+        secret = self.link.resume or self.link.secret
+        saved.keep(self.chat_id, self.options, self.session_id, secret)
 
     async def set_mode(self, conn: ClientSideConnection, modes: setup.Modes) -> None:
         mode = self.options.mode

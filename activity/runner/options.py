@@ -7,6 +7,8 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
+from activity.wire.hostframes import Resume
+
 
 @dataclass
 class Options:
@@ -23,6 +25,9 @@ class Options:
     stay: bool = False  # with prompts: keep serving the web once they have run
     chat_id: uuid.UUID | None = None  # the run's chat, when a host was told it (else a new one)
     from_host: bool = False  # started by a host: its page is printed once the session started
+    # Take chat ``chat_id``'s agent session up again (``--resume``, or a host's Resume) rather
+    # than start one: its session id and the chat's secret now (docs/protocol.md#resuming-a-run).
+    resume: Resume | None = None
 
     @property
     def stays(self) -> bool:

@@ -146,6 +146,12 @@ class Outbox:
         self.changed.set()
         return self.seq
 
+    def start_at(self, seq: int) -> None:
+        """The server's first ``ack`` to a runner that has numbered nothing yet: a resumed
+        chat's frames go on from the last one the server has (a new chat's start at 1)."""
+        if self.seq == 0 and not self.frames:
+            self.seq = self.acked = seq
+
     def ack(self, seq: int) -> None:
         self.acked = max(self.acked, min(seq, self.seq))
         while self.frames and self.frames[0][0] <= self.acked:

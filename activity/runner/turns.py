@@ -64,6 +64,9 @@ class TurnTable:
         self.arrived: dict[str, deque[int]] = defaultdict(deque)  # requests, by method
         self.waiting: dict[str | int, asyncio.Future[dict[str, Any]]] = {}
         self.early: dict[str | int, dict[str, Any]] = {}  # answers that beat their handler
+        # ``session/load`` replays the conversation the server has already: held back
+        # (sessions.take_up)
+        self.replaying = False
 
     def observe(self, event: StreamEvent) -> None:
         """The SDK's raw-frame hook: queue what the agent sent, in the order it was read."""
@@ -73,7 +76,7 @@ class TurnTable:
                 self.outbox.add(Acp, message=message)
             return  # our other messages, and responses: the turn frames say what they mean
         method = message.get("method")
-        if method is None:
+        if method is None or (self.replaying and method == "session/update"):
             return
         if method == "session/cancel":  # only a client sends it; forwarded, it would read as ours
             say("the agent sent 'session/cancel', which only a client sends; ignored")

@@ -1,7 +1,8 @@
 """What the web may ask of a runner (issue 16), and what the runner tells it.
 
 A runner started with ``--allow-web`` takes a person's prompts (``frames.WebPromptFrame``),
-cancels of the running turn (``WebCancel``) and mode switches (``WebMode``) from the server.
+cancels of the running turn (``WebCancel``), mode switches (``WebMode``) and the end of the run
+(``WebStop``: its turn cancelled, no queued prompt run, the runner exits) from the server.
 Prompts from every source — ``--prompt``, standard input, the web — wait in one queue and run
 in arrival order, one turn at a time; a web prompt runs once however often it is sent (every
 reconnect sends it again until its turn has started). A cancel does what Ctrl-C does. A mode
@@ -12,7 +13,8 @@ trusts the server on this. A runner without ``--allow-web`` refuses every such f
 The runner tells the server what the run allows and what the agent offers (``SessionInfo``)
 once the agent's session has started, and again whenever it changes: the agent's modes and
 current mode (``session/new``, ``current_mode_update``, ``config_option_update``), its slash
-commands (``available_commands_update``).
+commands (``available_commands_update``), and its session: its id and whether the agent can
+resume and close it (``initialize``'s capabilities).
 """
 
 from __future__ import annotations
@@ -35,18 +37,21 @@ from activity.runner.link import say
 from activity.runner.outbox import Outbox, cut_text
 from activity.runner.turns import TurnTable
 from activity.wire.frames import (
+    SESSION_ID_CHARS,
     SessionInfo,
     WebCancel,
     WebMode,
     WebPromptFrame,
     WebRefused,
+    WebStop,
     acp_parts,
 )
 
-WebFrame = WebPromptFrame | WebCancel | WebMode
+WebFrame = WebPromptFrame | WebCancel | WebMode | WebStop
 NOT_ALLOWED = "this runner was not started with --allow-web"
 NOT_RUNNING = "that turn is not running"
 EXITING = "this runner has run its prompts and is exiting (start it with --stay to keep it)"
+STOPPED = "this run was stopped from the web"
 # Modes that let an agent act without asking anyone (docs/agents.md): said aloud when listed.
 BYPASSING = frozenset({"bypassPermissions", "full-access", "yolo"})
 # frames.SessionInfo's bounds.
@@ -87,6 +92,14 @@ class Prompts:
     def end(self) -> None:
         self.ended = True
         self.queue.put_nowait(None)  # wakes ``next``
+
+    def stop(self) -> None:
+        """Run nothing more: the prompts waiting are dropped, and ``next`` says the runner is
+        done once the running turn has ended."""
+        self.stays = False
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.end()
 
     async def next(self) -> Prompt | None:
         """The next prompt to run, or None when the runner is done."""
@@ -197,6 +210,9 @@ class Web:
         self.started = False  # the session has started: SessionInfo may go
         self.told: dict[str, Any] | None = None  # the last SessionInfo's fields
         self.attempt_id: uuid.UUID | None = None  # the running turn
+        self.resumable = False  # the agent can resume or load its session (initialize)
+        self.closable = False  # the agent can close it (session/close)
+        self.stopped_by: str | None = None  # the web ended the run (WebStop), who did
         self.tasks: set[asyncio.Task[Any]] = set()
 
     @property
@@ -228,6 +244,9 @@ class Web:
             "mode": mode,
             "commands": self.commands,
             "stays": self.allow_web and self.stays,
+            "session_id": self.session_id if len(self.session_id) <= SESSION_ID_CHARS else "",
+            "resumable": self.resumable and len(self.session_id) <= SESSION_ID_CHARS,
+            "closable": self.closable,
         }
         if not self.started or (fields == self.told and not force):
             return
@@ -277,6 +296,8 @@ class Web:
                 self.cancel(frame, by)
             case WebMode():
                 self.spawn(self.switch(frame, by))
+            case WebStop():
+                self.stop(by)
 
     def refuse(self, request_id: uuid.UUID, reason: str) -> None:
         self.outbox.add(WebRefused, id=request_id, reason=cut_text(reason, SAID_CHARS))
@@ -284,9 +305,10 @@ class Web:
     def prompt(self, frame: WebPromptFrame, by: str) -> None:
         if frame.id in self.seen:
             return  # sent again on a reconnect: it runs once
-        if self.prompts.closing:
-            say(f"refused a prompt from the web{by}: {EXITING}")
-            self.refuse(frame.id, EXITING)
+        if self.prompts.closing or self.stopped_by is not None:
+            reason = EXITING if self.stopped_by is None else STOPPED
+            say(f"refused a prompt from the web{by}: {reason}")
+            self.refuse(frame.id, reason)
             return
         self.seen.add(frame.id)
         first = frame.text.strip().splitlines()[0] if frame.text.strip() else ""
@@ -299,6 +321,17 @@ class Web:
             return
         say(f"cancelling the turn (asked from the web{by})")
         self.cancel_turn()
+
+    def stop(self, by: str) -> None:
+        """End the run as the web asked: no prompt runs any more, the running turn is
+        cancelled; the runner then closes the agent's session and exits (``main.py``)."""
+        if self.stopped_by is not None:
+            return
+        say(f"stopping the run (asked from the web{by})")
+        self.stopped_by = by
+        self.prompts.stop()
+        if self.attempt_id is not None:
+            self.cancel_turn()
 
     def cancel_turn(self) -> None:
         """What Ctrl-C does: the turn's open prompts are answered cancelled, the agent is sent

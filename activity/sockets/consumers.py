@@ -25,6 +25,7 @@ from activity.live.hosts import HostSession
 from activity.models import AgentToken
 from activity.models.accounts import TokenKind
 from activity.notify import worker as notify
+from activity.push import broadcast
 from activity.sockets import beats, watchdog
 from activity.sockets.floods import Slot, say_once, token_slot, too_many_sockets
 from activity.sockets.pipeline import RunnerSession
@@ -211,7 +212,7 @@ class HostConsumer(TokenRelay[HostSession]):
 
     def new_session(self, workspace_id: uuid.UUID, token_id: int) -> HostSession:
         watchdog.ensure_running()  # its runs' tokens are swept (run_tokens.sweep)
-        return HostSession(workspace_id, token_id, self)
+        return HostSession(workspace_id, token_id, self, broadcast.announce)
 
     async def host_ask(self, event: dict[str, Any]) -> None:
         if self.session is not None:

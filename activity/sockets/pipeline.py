@@ -14,7 +14,9 @@ session does with them, in order:
    only one in the chat's runner group (answers go only to the runner that proved the chat is
    its own); the runner is told the highest seq the server
    has (``Ack``) and gets the answers given while it was away (``answers.pending``) and the
-   web's messages not yet started (``drive.on_hello``).
+   web's messages not yet started (``drive.on_hello``). A hello that resumes the chat
+   (``Hello.resume``) is taken only while no runner of the chat is connected, and gives the chat
+   its new secret (``presence.take_over``).
 2. Every later frame is parsed and cleaned (``boundary.load``), validated and queued; a frame
    that fails is refused (an ``Error`` that acknowledges its seq, when it names a usable one),
    alone. One drain at a time takes all that is queued as a batch: ingested in one
@@ -188,6 +190,7 @@ class RunnerSession:
                 hello.acked,
                 hello.secret,
                 self.token_id,
+                hello.resume,
             )
         except presence.Refused as refused:
             await self.close(CLOSE_FORBIDDEN, str(refused))

@@ -1,5 +1,6 @@
 """Driving a run from its page: send a message, edit or remove a queued one, cancel the
-running turn, switch the agent's mode (``drive.py``). Every one is a POST (CSRF), for an
+running turn, switch the agent's mode (``drive.py``), resume or stop a run a host started
+(``resume.py``). Every one is a POST (CSRF), for an
 approver or an admin of the chat's workspace (or a superuser); anyone else who can see the
 chat gets 403, anyone who cannot 404, and nothing changes. A queued message is its author's:
 only they edit it, only they or an admin remove it (403 for anyone else)."""
@@ -18,7 +19,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from activity.core.refusals import Refusal
-from activity.live import drive
+from activity.live import drive, resume
 from activity.models import Chat, Role
 from activity.people import access
 from activity.push import broadcast
@@ -88,3 +89,17 @@ def cancel(request: HtmxRequest, chat_id: uuid.UUID, attempt_id: uuid.UUID) -> H
 def mode(request: HtmxRequest, chat_id: uuid.UUID) -> HttpResponse:
     chosen = request.POST.get("mode", "")
     return act(request, chat_id, lambda chat, user: drive.switch_mode(chat.pk, chosen, user))
+
+
+@require_POST
+@login_required
+def resume_run(request: HtmxRequest, chat_id: uuid.UUID) -> HttpResponse:
+    """*Resume*: the run's host takes its agent session up again (``resume.resume``)."""
+    return act(request, chat_id, lambda chat, user: resume.resume(chat.pk, user))
+
+
+@require_POST
+@login_required
+def stop_run(request: HtmxRequest, chat_id: uuid.UUID) -> HttpResponse:
+    """*Stop*: the run's runner ends the run and exits (``resume.stop``)."""
+    return act(request, chat_id, lambda chat, user: resume.stop(chat.pk, user))

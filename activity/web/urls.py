@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from activity.web import changes as change_views
 from activity.web import drive as drive_views
 from activity.web import hosts as host_views
 from activity.web import invites as invite_views
@@ -52,6 +53,9 @@ urlpatterns = [
         name="web-cancel",
     ),
     path("chats/<uuid:chat_id>/mode", drive_views.mode, name="web-mode"),
+    path("chats/<uuid:chat_id>/resume", drive_views.resume_run, name="resume-run"),
+    path("chats/<uuid:chat_id>/stop", drive_views.stop_run, name="stop-run"),
+    path("chats/<uuid:chat_id>/changes/", change_views.changes, name="changes"),
     path("workspaces/", workspaces.workspaces, name="workspaces"),
     path("workspaces/<slug:slug>/", workspaces.workspace, name="workspace"),
     path("workspaces/<slug:slug>/members/add", workspaces.add_member, name="add-member"),

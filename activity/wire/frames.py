@@ -7,12 +7,13 @@ counts from 1 per chat and ``at`` is the runner's own clock in epoch ms, so a re
 shifts a time.
 
 Runner → server also: ``session_info`` (what the run lets the web do, the agent's modes and
-commands) and ``web_refused`` (a web request the runner would not carry out).
+commands, its session), ``web_refused`` (a web request the runner would not carry out) and
+``changes`` (what the agent changed in the run's git working tree, at each turn's end).
 
 Server → runner: a cumulative ``ack`` (everything up to ``seq`` is committed); an ``error`` that
 names what was wrong with frame ``seq`` and also acknowledges it; an ``answer`` to the agent's
 JSON-RPC request ``request_id``; and, to a runner started with ``--allow-web``, a person's
-``prompt``, ``cancel`` or ``set_mode``.
+``prompt``, ``cancel`` or ``set_mode``; to a host's runner, ``stop``.
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+Secret = Annotated[StrictStr, Field(min_length=32, max_length=200)]
+SESSION_ID_CHARS = 200  # the longest agent session id kept (Chat.agent_session_id)
+
+
 class Hello(Strict):
     """``secret``: the runner's proof that the chat is its own, made with the chat id
     (``secrets.token_urlsafe(32)``) and sent in every hello. The server keeps its hash from the
@@ -94,10 +99,13 @@ class Hello(Strict):
     type: Literal["hello"] = "hello"
     protocol: StrictInt = PROTOCOL_VERSION
     chat_id: UUID4
-    secret: Annotated[StrictStr, Field(min_length=32, max_length=200)] | None = Field(
-        default=None, repr=False
-    )
+    secret: Secret | None = Field(default=None, repr=False)
     acked: Annotated[StrictInt, Field(ge=0, le=BIGINT_MAX)] = 0
+    # A runner that resumes the chat (``koruweb agent --resume``, or a host's Resume): the
+    # chat's secret from now on. Its ``secret`` is the one the chat has; the server takes it
+    # only while no runner of the chat is connected, and never makes a chat for it
+    # (docs/protocol.md#resuming-a-run).
+    resume: Secret | None = Field(default=None, repr=False)
 
 
 class Numbered(Strict):
@@ -153,6 +161,12 @@ class SessionInfo(Numbered):
     mode: Name | None = None
     commands: Annotated[list[Command], Field(max_length=200)] = []
     stays: StrictBool = False
+    # The agent's session (what a resume names), and whether the agent can take it up again
+    # (``session/resume`` or ``session/load``) and close it (``session/close``), as its
+    # ``initialize`` advertised. Optional: an older runner says none of them.
+    session_id: Annotated[StrictStr, Field(max_length=SESSION_ID_CHARS)] = ""
+    resumable: StrictBool = False
+    closable: StrictBool = False
 
 
 class WebRefused(Numbered):
@@ -193,7 +207,44 @@ class TurnEnded(Numbered):
     error: Annotated[str, Field(max_length=2000)] | None = None  # the agent's, if it failed
 
 
-NumberedFrame = TurnStarted | Acp | PromptOutcome | TurnEnded | SessionInfo | WebRefused
+CHANGES_FILES = 1000  # the most files a ``changes`` frame counts; more are left out
+
+
+class FileCount(Strict):
+    """One file of a change: lines added and removed (None for a binary file)."""
+
+    path: Annotated[StrictStr, Field(min_length=1, max_length=4096)]
+    added: Annotated[StrictInt, Field(ge=0, le=BIGINT_MAX)] | None = None
+    removed: Annotated[StrictInt, Field(ge=0, le=BIGINT_MAX)] | None = None
+
+
+class Change(Strict):
+    """A diff between two snapshots of the run's working tree: its text (``diff``, cut to fit:
+    ``cut_bytes`` were left out) and every file's counts (whole even when the text is cut; at
+    most ``CHANGES_FILES``, ``more_files`` past them)."""
+
+    diff: str = ""
+    files: Annotated[list[FileCount], Field(max_length=CHANGES_FILES)] = []
+    more_files: Annotated[StrictInt, Field(ge=0, le=2**31)] = 0
+    cut_bytes: Annotated[StrictInt, Field(ge=0, le=BIGINT_MAX)] = 0
+
+
+class Changes(Numbered):
+    """What the agent changed in the run's git working tree, sent when a turn ends: ``turn``
+    since that turn started, ``run`` since the run started (docs/protocol.md#the-whole-change).
+    ``attempt_id`` None with ``outside``: the run has no snapshot to diff, and why (its
+    directory is not in a git working tree, git failed). ``skipped``: files too big to
+    snapshot, left out."""
+
+    type: Literal["changes"] = "changes"
+    attempt_id: UUID4 | None = None
+    turn: Change | None = None
+    run: Change | None = None
+    outside: Annotated[StrictStr, Field(max_length=500)] | None = None
+    skipped: Annotated[StrictInt, Field(ge=0, le=2**31)] = 0
+
+
+NumberedFrame = TurnStarted | Acp | PromptOutcome | TurnEnded | SessionInfo | WebRefused | Changes
 RunnerFrame = Annotated[NumberedFrame, Field(discriminator="type")]
 runner_frame: TypeAdapter[NumberedFrame] = TypeAdapter(RunnerFrame)
 
@@ -259,7 +310,17 @@ class WebMode(Strict):
     by: Annotated[StrictStr, Field(max_length=150)] = ""
 
 
-ServerFrameType = Ack | Error | Answer | WebPromptFrame | WebCancel | WebMode
+class WebStop(Strict):
+    """End the run: cancel its turn, close the agent's session (``session/close`` where the
+    agent offers it) and exit. Sent to a host's runner only (the server offers it for runs a
+    host started)."""
+
+    type: Literal["stop"] = "stop"
+    id: UUID4
+    by: Annotated[StrictStr, Field(max_length=150)] = ""
+
+
+ServerFrameType = Ack | Error | Answer | WebPromptFrame | WebCancel | WebMode | WebStop
 ServerFrame = Annotated[ServerFrameType, Field(discriminator="type")]
 server_frame: TypeAdapter[ServerFrameType] = TypeAdapter(ServerFrame)
 

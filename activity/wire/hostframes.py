@@ -35,7 +35,7 @@ from pydantic import (
     TypeAdapter,
 )
 
-from activity.wire.frames import PROTOCOL_VERSION
+from activity.wire.frames import PROTOCOL_VERSION, SESSION_ID_CHARS, Secret
 
 MAX_ENTRIES = 300  # the most entries one listing carries (directories first)
 MAX_AGENTS = 50
@@ -157,9 +157,18 @@ Title = Annotated[StrictStr, Field(max_length=TITLE_CHARS)]
 Token = Annotated[StrictStr, Field(min_length=1, max_length=TOKEN_CHARS)]
 
 
+class Resume(Strict):
+    """A run to take up again: the agent's session, and the chat's secret (which the server
+    made when a person pressed Resume; the runner replaces it with its own at once)."""
+
+    session_id: Annotated[StrictStr, Field(min_length=1, max_length=SESSION_ID_CHARS)]
+    secret: Secret = Field(repr=False)
+
+
 class Start(Strict):
     """Start a runner of chat ``chat_id`` (the server makes the id: the run's ``token`` is good
-    for that chat only)."""
+    for that chat only) with a first ``prompt``; or, with ``resume``, a runner that takes the
+    chat's agent session up again (no prompt: it waits for the web's)."""
 
     type: Literal["start"] = "start"
     id: UUID4
@@ -167,9 +176,10 @@ class Start(Strict):
     root: Root
     path: Path = ""
     chat_id: UUID4
-    prompt: Prompt = Field(repr=False)
+    prompt: Prompt | None = Field(default=None, repr=False)
     title: Title | None = Field(default=None, repr=False)
     token: Token = Field(repr=False)
+    resume: Resume | None = None
 
 
 class RunHandoff(Strict):
@@ -179,8 +189,9 @@ class RunHandoff(Strict):
 
     token: Token = Field(repr=False)
     chat_id: UUID4
-    prompt: Prompt = Field(repr=False)
+    prompt: Prompt | None = Field(default=None, repr=False)
     title: Title | None = Field(default=None, repr=False)
+    resume: Resume | None = None
 
 
 ServerToHost = Welcome | ListDir | Start

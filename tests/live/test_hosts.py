@@ -396,11 +396,12 @@ async def test_the_hosts_heartbeat_ends_with_its_consumer_even_one_that_dies_wit
     import json
 
     from activity.live import hosts
+    from activity.push import broadcast
     from activity.sockets import consumers
 
     token = await database_sync_to_async(AgentToken.find)(tokens["host"], TokenKind.HOST)
     assert token is not None
-    session = hosts.HostSession(token.workspace_id, token.pk, FakeSocket())
+    session = hosts.HostSession(token.workspace_id, token.pk, FakeSocket(), broadcast.announce)
     await session.receive(json.dumps(HELLO))
     assert session.heartbeat is not None and not session.heartbeat.done()
 
