@@ -193,6 +193,9 @@ class RunnerSession:
                 hello.resume,
             )
         except presence.Refused as refused:
+            # Said in a frame first: Daphne sends no close frame's reason
+            # (docs/gotchas.md#daphne-drops-close-reasons), and the runner prints this one.
+            await self.say(Error(seq=None, error=str(refused)))
             await self.close(CLOSE_FORBIDDEN, str(refused))
             return
         except SERVER_FAULTS as fault:

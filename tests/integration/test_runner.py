@@ -377,7 +377,8 @@ def test_a_runner_whose_chat_is_taken_from_it_is_one_clear_line_and_exit_code_2(
     server.start()
     code, err = run.finish()
     assert code == 2, err
-    assert "koruweb: this chat is not yours" in err.splitlines()
+    said = "the server did not accept the hello: this chat belongs to another runner"
+    assert f"koruweb: {said} (its secret differs)" in err.splitlines()
 
 
 def children(pid: int) -> set[int]:

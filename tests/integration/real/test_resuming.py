@@ -1,0 +1,109 @@
+"""Resuming a run with the real claude-agent-acp, offline against the fake Anthropic API: the
+runner is killed, ``koruweb agent --resume RUN`` takes the same agent session up again on the same
+machine, and the next turn lands in the same run (docs/protocol.md#resuming-a-run)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from activity.models import Chat, InferenceAttempt
+from tests.agents.real import anthropic
+from tests.agents.real.fakeapi import FakeModels, Say
+from tests.agents.real.harness import RealRun, eventually, isolated_env
+from tests.liveserver import Server
+
+pytestmark = pytest.mark.django_db(transaction=True)
+TURN_SECONDS = 60
+
+
+def ended(chat_id: uuid.UUID, tag: str, run: RealRun) -> InferenceAttempt:
+    def found() -> InferenceAttempt | None:
+        assert run.process.poll() is None, f"the runner exited:\n{run.stderr[-4000:]}"
+        turn = InferenceAttempt.objects.filter(chat_id=chat_id, prompt__contains=tag).first()
+        return turn if turn is not None and turn.ended_at is not None else None
+
+    return eventually(found, TURN_SECONDS, f"the turn of {tag}")
+
+
+def hello_closes_with(server: Server, token: str, hello: dict[str, object]) -> int | None:
+    """The close code a runner's socket gets for ``hello`` (None: it was taken)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    with connect(server.ws_url + "/ws/agent/", additional_headers=headers) as socket:
+        socket.send(json.dumps(hello))
+        try:
+            socket.recv(10)
+            socket.recv(2)
+        except ConnectionClosed as closed:
+            return closed.rcvd.code if closed.rcvd else None
+        except TimeoutError:
+            return None
+    return None
+
+
+def test_a_killed_claude_run_is_resumed_in_place_and_its_old_runner_is_refused(
+    fake_models: FakeModels,
+    real_agents: Path,
+    koruweb_server: Server,
+    agent_token: str,
+    project: Path,
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    env = isolated_env(home, anthropic.environment(f"{fake_models.url}/anthropic", home))
+    agent = list(anthropic.COMMAND)
+    server, token = koruweb_server.ws_url, agent_token
+    first = RealRun(server, token, agent, env, "--cwd", str(project), "--mode", "default", stdin=True)
+    runs = [first]
+    try:
+        chat_id = first.chat_id
+        before = fake_models.script(Say("The first answer."))
+        first.send(f"Remember the word teal {before}")
+        turn1 = ended(chat_id, before, first)
+        chat = Chat.objects.get(pk=chat_id)
+        assert chat.agent_session_id and chat.agent_resumes and chat.agent_closes
+        kept = home / ".local" / "state" / "koruweb" / "runs" / f"{chat_id}.json"
+        assert oct(kept.stat().st_mode & 0o777) == "0o600"
+        old_secret = json.loads(kept.read_text())["secret"]
+
+        first.kill()  # the laptop's lid closes: the runner and claude die, nothing is said
+        eventually(lambda: not Chat.objects.get(pk=chat_id).runner_connected, 30, "runner gone")
+
+        second = RealRun(server, token, agent, env, "--resume", str(chat_id), stdin=True)
+        runs.append(second)
+        assert second.chat_id == chat_id, second.stderr
+        after = fake_models.script(Say("The word was teal."))
+        second.send(f"Which word? {after}")
+        turn2 = ended(chat_id, after, second)
+
+        chat.refresh_from_db()
+        turns = list(InferenceAttempt.objects.filter(chat_id=chat_id))
+        assert turns == [turn1, turn2]  # in order; nothing replayed became a turn of its own
+        assert turn2.reply.markdown == "The word was teal."
+        assert chat.resumed_at is not None and chat.resumed_via == "token laptop"
+        # claude took its own conversation up again: the model saw the first turn's words
+        [*_, request] = fake_models.sent(after)
+        assert "Remember the word teal" in request.text
+        assert json.loads(kept.read_text())["secret"] != old_secret
+
+        # The old runner, were it to come back, is refused; so is a second resume meanwhile.
+        hello = {"type": "hello", "protocol": 1, "chat_id": str(chat_id), "acked": 0}
+        assert hello_closes_with(koruweb_server, token, {**hello, "secret": old_secret}) == 4403
+        third = RealRun(server, token, agent, env, "--resume", str(chat_id))
+        runs.append(third)
+        code, err = third.finish()
+        assert code == 2 and "the run's runner is still connected" in err, err
+
+        code, err = second.finish()
+        assert code == 0, err
+    finally:
+        for run in runs:
+            if run.process.poll() is None:
+                with contextlib.suppress(Exception):
+                    run.kill()
