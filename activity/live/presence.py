@@ -155,7 +155,7 @@ def _connect(
                     take_over(work, resuming)
                 chat.runner_channel, chat.runner_seen_at = channel, timezone.now()
                 work.touch_meta("runner_channel", "runner_seen_at")
-                back(work)
+                back(work, lost_for_good=resumes)
         except Chat.DoesNotExist:
             raise Refused("this chat was deleted on the server") from None
     return Claimed(work.done, work.chat.last_seq, replaced)
@@ -233,14 +233,16 @@ def alive(chat_id: uuid.UUID, channel: str) -> Beat:
     return Beat(holds=True, change=work.done, messages=tuple(drive.sent(chat_id)))
 
 
-def back(work: Work) -> None:
+def back(work: Work, lost_for_good: bool = False) -> None:
     """The chat's runner is here, on the socket the chat names: connected, and in the turn the
-    server ended while it was away (if it did)."""
+    server ended while it was away (if it did) — unless it is a new runner that resumes the
+    chat (``lost_for_good``): the turn of the runner that left stays lost."""
     chat = work.chat
     if not chat.runner_connected:
         chat.runner_connected, chat.runner_left_at = True, None
         work.touch_meta("runner_connected", "runner_left_at")
-    reopen(work)
+    if not lost_for_good:
+        reopen(work)
 
 
 def disconnect(chat_id: uuid.UUID, channel: str) -> ChatChange | None:
