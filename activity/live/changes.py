@@ -41,7 +41,8 @@ def apply(work: Work, frame: Changes) -> None:
     attempt.changed = summary(frame.turn)
     work.touch(attempt, "changed")
     chat.changed, chat.changes_note = summary(frame.run), ""
-    work.touch_meta("changed", "changes_note")
+    chat.changes_base = frame.base or chat.changes_base
+    work.touch_meta("changed", "changes_note", "changes_base")
 
 
 def turn(work: Work, frame: Changes) -> InferenceAttempt:

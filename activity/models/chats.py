@@ -102,6 +102,7 @@ class Chat(models.Model):
     # why the run has none (its directory is not in a git working tree).
     changed: models.JSONField[Any] = models.JSONField(null=True, blank=True)
     changes_note = models.CharField(max_length=500, blank=True)
+    changes_base = models.CharField(max_length=64, blank=True)  # the run's first snapshot (tree)
 
     class Meta:
         ordering = ["-created_at"]

@@ -132,7 +132,7 @@ def agent_options(parsed: Mapping[str, Any]) -> Options:
             raise Usage(str(missing)) from None
         command, cwd = command or kept.command, cwd or kept.cwd
         chat_id = uuid.UUID(kept.chat_id)
-        resume = Resume(session_id=kept.session_id, secret=kept.secret)
+        resume = Resume(session_id=kept.session_id, secret=kept.secret, base=kept.base or None)
     if not command:
         raise Usage("give the agent's command after --, e.g. -- claude-agent-acp")
     handoff = from_host() if parsed.get("from_host") else None

@@ -162,8 +162,8 @@ class Link:
         self.chat_id = chat_id
         # Proves the chat is this runner's, in every hello: 256 random bits, never logged.
         self.secret = secret or secrets.token_urlsafe(32)
-        # Resuming the chat: the secret it has from the hello that takes it on (docs/protocol.md
-        # #resuming-a-run), which becomes ``secret`` once the server has said yes.
+        # Resuming the chat: its secret from the hello that takes it on, which becomes
+        # ``secret`` once the server has said yes (docs/protocol.md#resuming-a-run).
         self.resume = resume
         self.outbox = outbox
         self.on_answer = on_answer

@@ -32,6 +32,7 @@ from acp.schema import (
 )
 
 from activity.runner import saved, sessions, setup
+from activity.runner.changes import Tracker
 from activity.runner.link import TOKEN_VARIABLE, Fatal, Link, Refused, say
 from activity.runner.options import Options, page_url
 from activity.runner.outbox import Outbox, cut_text
@@ -60,23 +61,12 @@ class Runner:
         resume = options.resume  # the chat's secret now proves it; ours replaces it
         self.outbox = Outbox()
         self.table = TurnTable(self.outbox, cwd=os.path.abspath(options.cwd))
-        self.web = Web(
-            self.outbox,
-            self.table,
-            allow_web=options.allow_web,
-            web_modes=options.web_modes,
-            stays=options.stays,
-        )
-        self.link = Link(
-            options.server,
-            options.token,
-            self.chat_id,
-            self.outbox,
-            self.answer,
-            resume.secret if resume is not None else self.secret,
-            on_web=self.web.receive,
-            resume=self.secret if resume is not None else None,
-        )
+        self.changes = Tracker(self.outbox, os.path.abspath(options.cwd))
+        web = options.allow_web, options.web_modes, options.stays
+        self.web = Web(self.outbox, self.table, allow_web=web[0], web_modes=web[1], stays=web[2])
+        proof, taking = (resume.secret, self.secret) if resume else (self.secret, None)
+        self.link = Link(options.server, options.token, self.chat_id, self.outbox, self.answer)
+        self.link.secret, self.link.resume, self.link.on_web = proof, taking, self.web.receive
         self.session_id = ""
         self.conn: ClientSideConnection | None = None
         self.process: asyncio.subprocess.Process | None = None  # the agent's
@@ -127,12 +117,15 @@ class Runner:
         async with self.agent() as (conn, process):
             self.conn, self.process = conn, process
             await self.start(conn)
+            await self.changes.begin(self.options.resume.base if self.options.resume else None)
+            self.keep()
             if self.options.from_host:
                 print(page_url(self.options.server, self.chat_id), flush=True)
             reader = self.feed()
             try:
                 while (prompt := await self.next_prompt(process)) is not None:
-                    await self.one_turn(conn, process, prompt)
+                    await self.changes.turn_starts()
+                    await self.changes.turn_ended(await self.one_turn(conn, process, prompt))
             finally:
                 if reader is not None:
                     reader.cancel()
@@ -222,7 +215,6 @@ class Runner:
         self.web.resumable, self.web.closable = can.resume, can.close
         if self.options.resume is None:
             self.session_id = session.session_id
-        self.keep()
         modes = setup.modes(session.model_dump(by_alias=True, mode="json"))
         self.web.mode = modes.current
         if self.options.mode:
@@ -264,7 +256,7 @@ class Runner:
     def keep(self) -> None:
         """Keep what ``--resume`` needs on this machine (``saved.py``)."""
         secret = self.link.resume or self.link.secret
-        saved.keep(self.chat_id, self.options, self.session_id, secret)
+        saved.keep(self.chat_id, self.options, self.session_id, secret, self.changes.base)
 
     async def set_mode(self, conn: ClientSideConnection, modes: setup.Modes) -> None:
         mode = self.options.mode
@@ -289,7 +281,8 @@ class Runner:
 
     async def one_turn(
         self, conn: ClientSideConnection, process: asyncio.subprocess.Process, prompt: Prompt
-    ) -> None:
+    ) -> uuid.UUID:
+        """Run ``prompt``: its turn's id, once it has ended (``Exit`` if the agent died)."""
         attempt_id, text, mode = uuid.uuid4(), prompt.text, self.web.mode
         first = text.strip().splitlines()[0] if text.strip() else text
         self.outbox.add(
@@ -314,7 +307,7 @@ class Runner:
                 result = self.turn.result()
                 usage = setup.usage(result.model_dump(by_alias=True, mode="json"))
                 self.end_turn(attempt_id, result.stop_reason, usage)
-                return
+                return attempt_id
             error = self.turn.exception() if self.turn.done() else None
             if isinstance(error, RequestError) and not exited.done():
                 # The agent answered the prompt with an error (its model API failed, say):
@@ -322,7 +315,7 @@ class Runner:
                 say(f"the agent ended the turn with an error: {error}")
                 self.table.cancel_all()
                 self.end_turn(attempt_id, "agent_error", error=str(error))
-                return
+                return attempt_id
             self.table.cancel_all()
             self.end_turn(attempt_id, "agent_exited")
             if not exited.done():  # the agent lives but its connection broke: stop it

@@ -38,6 +38,7 @@ class SavedRun:
     secret: str
     cwd: str
     command: list[str]
+    base: str = ""  # the run's first snapshot of its git working tree (runner/changes.py)
 
 
 def state_dir() -> Path:
@@ -93,7 +94,7 @@ def load(ref: str) -> SavedRun:
     return run
 
 
-def keep(chat_id: uuid.UUID, options: Options, session_id: str, secret: str) -> None:
+def keep(chat_id: uuid.UUID, options: Options, session_id: str, secret: str, base: str) -> None:
     """Keep the run a runner runs (its session started); one that cannot be written is said,
     and the run goes on without ``--resume``."""
     run = SavedRun(
@@ -103,6 +104,7 @@ def keep(chat_id: uuid.UUID, options: Options, session_id: str, secret: str) -> 
         secret=secret,
         cwd=os.path.abspath(options.cwd),
         command=list(options.command),
+        base=base,
     )
     try:
         save(run)

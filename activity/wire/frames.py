@@ -207,6 +207,7 @@ class TurnEnded(Numbered):
     error: Annotated[str, Field(max_length=2000)] | None = None  # the agent's, if it failed
 
 
+TreeId = Annotated[StrictStr, Field(pattern=r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")]
 CHANGES_FILES = 1000  # the most files a ``changes`` frame counts; more are left out
 
 
@@ -238,6 +239,7 @@ class Changes(Numbered):
 
     type: Literal["changes"] = "changes"
     attempt_id: UUID4 | None = None
+    base: TreeId | None = None  # the run's start, as a git tree id (a resume takes it up)
     turn: Change | None = None
     run: Change | None = None
     outside: Annotated[StrictStr, Field(max_length=500)] | None = None

@@ -35,7 +35,7 @@ from pydantic import (
     TypeAdapter,
 )
 
-from activity.wire.frames import PROTOCOL_VERSION, SESSION_ID_CHARS, Secret
+from activity.wire.frames import PROTOCOL_VERSION, SESSION_ID_CHARS, Secret, TreeId
 
 MAX_ENTRIES = 300  # the most entries one listing carries (directories first)
 MAX_AGENTS = 50
@@ -163,6 +163,7 @@ class Resume(Strict):
 
     session_id: Annotated[StrictStr, Field(min_length=1, max_length=SESSION_ID_CHARS)]
     secret: Secret = Field(repr=False)
+    base: TreeId | None = None  # the run's first snapshot: its whole change counts from it
 
 
 class Start(Strict):

@@ -346,6 +346,7 @@ def test_a_chat_and_its_secret_answers_belong_to_the_runner_on_whatever_process(
         assert json.loads(owner.recv(10)) == {"type": "ack", "seq": 0}
 
         intruder = socket(sockets, other, intruder_token, frames.hello(chat_id, secret="x" * 43))
+        assert "its secret differs" in json.loads(intruder.recv(10))["error"]
         with pytest.raises(ConnectionClosed) as closed:
             intruder.recv(10)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 4403

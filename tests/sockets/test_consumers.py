@@ -192,6 +192,8 @@ async def test_a_runner_cannot_write_to_another_workspaces_chat():
     )
     await intruder.connect()
     await intruder.send_json_to(frames.hello(chat_id))
+    said = await intruder.receive_output()  # why (Daphne drops a close's reason), then the close
+    assert json.loads(said["text"])["error"] == "this chat belongs to another workspace"
     assert (await intruder.receive_output())["code"] == 4403
 
 
@@ -721,6 +723,8 @@ async def test_a_runner_resuming_a_deleted_chat_is_refused_rather_than_given_an_
     )
     await again.connect()
     await again.send_json_to(frames.hello(chat_id, acked=12))
+    said = await again.receive_output()
+    assert "deleted" in json.loads(said["text"])["error"]
     closed = await again.receive_output()
     assert closed["code"] == 4403 and "deleted" in closed["reason"]
     assert not await Chat.objects.filter(pk=chat_id).aexists()
