@@ -59,7 +59,9 @@ def test_a_killed_claude_run_is_resumed_in_place_and_its_old_runner_is_refused(
     env = isolated_env(home, anthropic.environment(f"{fake_models.url}/anthropic", home))
     agent = list(anthropic.COMMAND)
     server, token = koruweb_server.ws_url, agent_token
-    first = RealRun(server, token, agent, env, "--cwd", str(project), "--mode", "default", stdin=True)
+    first = RealRun(
+        server, token, agent, env, "--cwd", str(project), "--mode", "default", stdin=True
+    )
     runs = [first]
     try:
         chat_id = first.chat_id
