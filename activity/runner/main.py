@@ -244,7 +244,9 @@ class Runner:
                 init, lambda: sessions.take_up(conn, self.table, can, self.session_id, cwd)
             )
         except RequestError as error:
-            raise Exit(8, f"the agent would not resume the run's session: {error}") from None
+            raise Exit(
+                8, f"the agent would not resume the run's session: {sessions.said(error)}"
+            ) from None
 
     async def authenticated(self, init: dict[str, Any], ask: Callable[[], Awaitable[Any]]) -> Any:
         assert self.conn is not None
@@ -284,6 +286,7 @@ class Runner:
     ) -> uuid.UUID:
         """Run ``prompt``: its turn's id, once it has ended (``Exit`` if the agent died)."""
         attempt_id, text, mode = uuid.uuid4(), prompt.text, self.web.mode
+        self.table.replaying = False  # a loaded session's replay is over (sessions.take_up)
         first = text.strip().splitlines()[0] if text.strip() else text
         self.outbox.add(
             TurnStarted,

@@ -6,9 +6,10 @@ own way, so the runner reads what each one advertised and never assumes:
 - ``sessionCapabilities.resume``: ``session/resume`` takes a session up without replaying it
   (claude-agent-acp, codex-acp);
 - ``loadSession``: ``session/load`` takes it up *and replays the whole conversation* as
-  ``session/update`` notifications before it answers (gemini-cli offers only this). The
-  server has that conversation already, so the replay is not forwarded: the run's page would
-  otherwise show every past message and call twice;
+  ``session/update`` notifications (gemini-cli offers only this; it streams them around its
+  answer). The server has that conversation already, so nothing the agent sends is forwarded
+  until the runner's first prompt: the run's page would otherwise show every past message and
+  call twice;
 - ``sessionCapabilities.close``: ``session/close`` ends it (the web's Stop).
 
 An agent that asks to authenticate first (``Authentication required``) is authenticated with the
@@ -69,11 +70,17 @@ async def take_up(
     """``session/resume``, else ``session/load`` with its replay held back from the server."""
     if not can.replays:
         return await conn.resume_session(session_id=session_id, cwd=cwd, mcp_servers=[])
+    # Held back until the runner's first prompt, not just until the answer: gemini-cli streams
+    # its replay without waiting for it, so part of it comes after the answer.
     table.replaying = True
-    try:
-        return await conn.load_session(cwd=cwd, session_id=session_id, mcp_servers=[])
-    finally:
-        table.replaying = False
+    return await conn.load_session(cwd=cwd, session_id=session_id, mcp_servers=[])
+
+
+def said(error: RequestError) -> str:
+    """An agent's error with the details it gave (``data``), in one line."""
+    data = error.data
+    details = data.get("details") if isinstance(data, dict) else data
+    return f"{error} ({details})" if isinstance(details, str) and details else str(error)
 
 
 async def close(conn: ClientSideConnection, session_id: str, seconds: float) -> None:

@@ -1,6 +1,9 @@
-"""Resuming a run with the real claude-agent-acp, offline against the fake Anthropic API: the
-runner is killed, ``koruweb agent --resume RUN`` takes the same agent session up again on the same
-machine, and the next turn lands in the same run (docs/protocol.md#resuming-a-run)."""
+"""Resuming a run with the real agents, offline against the fake model APIs: the runner is
+killed, ``koruweb agent --resume RUN`` takes the same agent session up again on the same machine,
+and the next turn lands in the same run (docs/protocol.md#resuming-a-run). claude-agent-acp
+resumes with ``session/resume``. gemini-cli 0.61.0 offers only ``session/load``, and in a new
+process it rewrites the session's record before it reads it, so it finds nothing to load: the
+runner says so and exits 8. (A load's replay held back: tests/runner/test_resuming_sdk.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from activity.models import Chat, InferenceAttempt
-from tests.agents.real import anthropic
+from tests.agents.real import anthropic, gemini
 from tests.agents.real.fakeapi import FakeModels, Say
 from tests.agents.real.harness import RealRun, eventually, isolated_env
 from tests.liveserver import Server
@@ -30,6 +33,15 @@ def ended(chat_id: uuid.UUID, tag: str, run: RealRun) -> InferenceAttempt:
         return turn if turn is not None and turn.ended_at is not None else None
 
     return eventually(found, TURN_SECONDS, f"the turn of {tag}")
+
+
+def kept_session(home: Path, session_id: str, word: str) -> bool:
+    """Whether the agent has written its session, with ``word`` in it, under ``home``."""
+    return any(
+        session_id[:8] in path.name and word in path.read_text(errors="replace")
+        for path in home.rglob("*.json*")
+        if path.is_file()
+    )
 
 
 def hello_closes_with(server: Server, token: str, hello: dict[str, object]) -> int | None:
@@ -74,7 +86,10 @@ def test_a_killed_claude_run_is_resumed_in_place_and_its_old_runner_is_refused(
         assert oct(kept.stat().st_mode & 0o777) == "0o600"
         old_secret = json.loads(kept.read_text())["secret"]
 
-        first.kill()  # the laptop's lid closes: the runner and claude die, nothing is said
+        # The agent keeps its session on disk, a moment after the turn (gemini-cli writes it
+        # after it answers): the laptop closes once it has.
+        eventually(lambda: kept_session(home, chat.agent_session_id, "teal"), 30, "its session")
+        first.kill()  # the laptop's lid closes: the runner and its agent die, nothing is said
         eventually(lambda: not Chat.objects.get(pk=chat_id).runner_connected, 30, "runner gone")
 
         second = RealRun(server, token, agent, env, "--resume", str(chat_id), stdin=True)
@@ -87,6 +102,8 @@ def test_a_killed_claude_run_is_resumed_in_place_and_its_old_runner_is_refused(
         chat.refresh_from_db()
         turns = list(InferenceAttempt.objects.filter(chat_id=chat_id))
         assert turns == [turn1, turn2]  # in order; nothing replayed became a turn of its own
+        turn1.reply.refresh_from_db()
+        assert turn1.reply.markdown == "The first answer."  # nor was said twice
         assert turn2.reply.markdown == "The word was teal."
         assert chat.resumed_at is not None and chat.resumed_via == "token laptop"
         # claude took its own conversation up again: the model saw the first turn's words
@@ -104,6 +121,47 @@ def test_a_killed_claude_run_is_resumed_in_place_and_its_old_runner_is_refused(
 
         code, err = second.finish()
         assert code == 0, err
+    finally:
+        for run in runs:
+            if run.process.poll() is None:
+                with contextlib.suppress(Exception):
+                    run.kill()
+
+
+def test_gemini_cli_cannot_load_its_session_in_a_new_process_and_the_runner_says_why(
+    fake_models: FakeModels,
+    real_agents: Path,
+    koruweb_server: Server,
+    agent_token: str,
+    project: Path,
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    env = isolated_env(home, gemini.environment(f"{fake_models.url}/gemini", home))
+    agent = list(gemini.COMMAND)
+    server, token = koruweb_server.ws_url, agent_token
+    first = RealRun(server, token, agent, env, "--cwd", str(project), stdin=True)
+    runs = [first]
+    try:
+        before = fake_models.script(Say("The first answer."))
+        first.send(f"Remember the word teal {before}")
+        turn = ended(first.chat_id, before, first)
+        chat = Chat.objects.get(pk=first.chat_id)
+        # gemini-cli offers session/load alone (which replays), and no session/close
+        assert chat.agent_session_id and chat.agent_resumes and not chat.agent_closes
+        eventually(lambda: kept_session(home, chat.agent_session_id, "teal"), 30, "its session")
+        first.kill()
+        eventually(lambda: not Chat.objects.get(pk=chat.pk).runner_connected, 30, "runner gone")
+
+        second = RealRun(server, token, agent, env, "--resume", str(chat.pk), stdin=True)
+        runs.append(second)
+        code, err = second.finish()
+        assert code == 8, err
+        said = "the agent would not resume the run's session: Internal error (No previous sessions"
+        assert f"koruweb: {said} found for this project.)" in err.splitlines()
+        assert list(InferenceAttempt.objects.filter(chat_id=chat.pk)) == [turn]  # nothing else
+        turn.reply.refresh_from_db()
+        assert turn.reply.markdown == "The first answer."
     finally:
         for run in runs:
             if run.process.poll() is None:
