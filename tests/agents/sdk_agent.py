@@ -1,11 +1,13 @@
 r"""Scripted ACP agent on the Python SDK, for integration tests. Deterministic, no pauses.
 
 Run: ``python tests/agents/sdk_agent.py``. ``session/new`` answers sessionId ``sdk-<n>`` (n = 1, 2,
-… per process) with modes ``default``/``auto``; ``session/set_mode`` to another id → error -32602
-(the mode changes nothing below). The script is the first word of the prompt text, lower-cased.
-``P`` is ``t<turn>``, the 1-based turn number within the session (turn 1 → ``t1-read``, …); ``CWD``
-is the cwd given to ``session/new`` (nothing is read or written there). All chunks of a turn's
-agent message share messageId ``P-msg``. What each script sends, in order:
+… per process; ``sdk-<uuid4 hex[:12]>`` with SDK_AGENT_SESSIONS, see the end) with modes
+``default``/``auto``; ``session/set_mode`` to another id → error -32602 (the mode changes nothing
+below). The script is the first word of the prompt text, lower-cased. ``P`` is ``t<turn>``, the
+1-based turn number within the session (turn 1 → ``t1-read``, …; a resumed or loaded session counts
+on); ``CWD`` is the cwd given to ``session/new`` (nothing is read or written there; resume and load
+keep it). All chunks of a turn's agent message share messageId ``P-msg``. What each script sends,
+in order:
 
 basic → end_turn
   1. plan [Read notes.txt (high, in_progress), Edit notes.txt (medium, pending)]
@@ -57,14 +59,36 @@ exit → no answer
      with code 3 without answering session/prompt
 anything else → agent_message_chunk "Unknown script '<word>'. Known: basic, permission,
   question, slow, exit" → end_turn
+
+Sessions across processes, opt-in by environment (by default: none of this is advertised, and
+``session/resume``, ``session/load``, ``session/close`` answer -32601 method not found):
+SDK_AGENT_SESSIONS=DIR
+  every session is kept in ``DIR/<sessionId>.json``: {"cwd", "turns", "updates": [each
+  session/update's ``update`` as sent, dumped by alias as on the wire]}, the whole file rewritten
+  at session/new, at each update as it is sent, and after each prompt; ids ``sdk-<hex12>``.
+SDK_AGENT_CAN=resume,load,close (any subset, comma-separated; default none; another word → exit)
+  what ``initialize`` advertises, in agentCapabilities: load → ``loadSession: true``; resume →
+  ``sessionCapabilities.resume: {}``; close → ``sessionCapabilities.close: {}``. Not advertised →
+  -32601. Without SDK_AGENT_SESSIONS the three act on this process's sessions only.
+session/resume → the stored session (unknown id → -32602), taken up in memory: no update sent;
+  answers the modes as session/new does; turns count on (2 turns stored → the next is ``t3``).
+session/load → the same, but first replays every stored update, in order, as session/update
+  (as gemini-cli does; not stored again); then answers the modes.
+session/close → the session dropped from memory (a turn running in it is cancelled) and
+  ``DIR/<sessionId>.closed`` written (empty); unknown id → -32602. A closed session can be
+  resumed or loaded again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import sys
+import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import acp
@@ -77,6 +101,8 @@ MODES = [
 ]
 QUESTION = "Which database should I use?"
 SCRIPTS = ("basic", "permission", "question", "slow", "exit")
+CAN = ("resume", "load", "close")
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 class Cancelled(Exception):
@@ -87,15 +113,23 @@ class Cancelled(Exception):
 class Session:
     cwd: str
     turns: int = 0
+    updates: list[dict[str, Any]] = field(default_factory=list)  # as sent, dumped by alias
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class SdkAgent:
     conn: acp.Client
 
-    def __init__(self) -> None:
+    def __init__(self, store: str | None = None, can: str = "") -> None:
         self.sessions: dict[str, Session] = {}
+        self.started = 0
         self.form_elicitation = False
+        self.store = Path(store) if store else None
+        self.can = {word.strip() for word in can.split(",") if word.strip()}
+        if unknown := self.can - set(CAN):
+            raise SystemExit(f"sdk_agent: SDK_AGENT_CAN: unknown {sorted(unknown)}; known {CAN}")
+        if self.store:
+            self.store.mkdir(parents=True, exist_ok=True)
 
     def on_connect(self, conn: acp.Client) -> None:
         self.conn = conn
@@ -103,16 +137,60 @@ class SdkAgent:
     async def initialize(self, protocol_version: int, client_capabilities=None, **kwargs: Any):
         elicitation = client_capabilities.elicitation if client_capabilities else None
         self.form_elicitation = bool(elicitation and elicitation.form is not None)
-        return acp.InitializeResponse(
+        answer = acp.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
             agent_info=schema.Implementation(name="koruweb-sdk-test-agent", version="1"),
         )
+        if self.can:  # only then: the default answer stays as it was, field for field
+            answer.agent_capabilities = self.capabilities()
+        return answer
+
+    def capabilities(self) -> schema.AgentCapabilities:
+        lifecycle: dict[str, Any] = {}
+        if "resume" in self.can:
+            lifecycle["resume"] = schema.SessionResumeCapabilities()
+        if "close" in self.can:
+            lifecycle["close"] = schema.SessionCloseCapabilities()
+        fields: dict[str, Any] = {}
+        if "load" in self.can:
+            fields["load_session"] = True
+        if lifecycle:
+            fields["session_capabilities"] = schema.SessionCapabilities(**lifecycle)
+        return schema.AgentCapabilities(**fields)
 
     async def new_session(self, cwd: str, **kwargs: Any):
-        sid = f"sdk-{len(self.sessions) + 1}"
+        self.started += 1  # not len(self.sessions): session/close drops one
+        sid = f"sdk-{uuid.uuid4().hex[:12]}" if self.store else f"sdk-{self.started}"
         self.sessions[sid] = Session(cwd)
-        modes = schema.SessionModeState(current_mode_id="default", available_modes=MODES)
-        return acp.NewSessionResponse(session_id=sid, modes=modes)
+        self.save(sid)
+        return acp.NewSessionResponse(session_id=sid, modes=self.modes())
+
+    async def resume_session(self, session_id: str, cwd: str, **kwargs: Any):
+        self.offers("resume", "session/resume")
+        self.sessions[session_id] = self.stored(session_id)
+        return schema.ResumeSessionResponse(modes=self.modes())
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any):
+        self.offers("load", "session/load")
+        session = self.stored(session_id)
+        self.sessions[session_id] = session
+        for update in session.updates:  # not stored again
+            notification = schema.SessionNotification.model_validate(
+                {"sessionId": session_id, "update": update}
+            )
+            await self.conn.session_update(session_id=session_id, update=notification.update)
+        return schema.LoadSessionResponse(modes=self.modes())
+
+    async def close_session(self, session_id: str, **kwargs: Any):
+        self.offers("close", "session/close")
+        path = self.path(session_id)
+        if session_id not in self.sessions and not (path and path.exists()):
+            raise acp.RequestError.invalid_params({"sessionId": session_id})
+        if session := self.sessions.pop(session_id, None):
+            session.cancel.set()
+        if path:
+            path.with_name(f"{session_id}.closed").write_text("")
+        return schema.CloseSessionResponse()
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any):
         self._session(session_id)
@@ -131,15 +209,18 @@ class SdkAgent:
         words = " ".join(b.text for b in prompt if getattr(b, "type", None) == "text").split()
         script = words[0].lower() if words else ""
         p = f"t{session.turns}"
-        if script not in SCRIPTS:
-            known = ", ".join(SCRIPTS)
-            await self.say(session_id, p, f"Unknown script {script!r}. Known: {known}")
-            return acp.PromptResponse(stop_reason="end_turn")
         try:
-            await getattr(self, script)(session_id, session, p, words[1:])
-        except Cancelled:
-            return acp.PromptResponse(stop_reason="cancelled")
-        return acp.PromptResponse(stop_reason="end_turn")
+            if script not in SCRIPTS:
+                known = ", ".join(SCRIPTS)
+                await self.say(session_id, p, f"Unknown script {script!r}. Known: {known}")
+                return acp.PromptResponse(stop_reason="end_turn")
+            try:
+                await getattr(self, script)(session_id, session, p, words[1:])
+            except Cancelled:
+                return acp.PromptResponse(stop_reason="cancelled")
+            return acp.PromptResponse(stop_reason="end_turn")
+        finally:
+            self.save(session_id)
 
     # --- scripts --------------------------------------------------------------------------------
 
@@ -333,6 +414,49 @@ class SdkAgent:
 
     async def send(self, sid: str, update: Any) -> None:
         await self.conn.session_update(session_id=sid, update=update)
+        if session := self.sessions.get(sid):
+            # as the SDK writes it (acp.utils.serialize_params), so a replay is the same
+            wire = update.model_dump(
+                mode="json", by_alias=True, exclude_none=True, exclude_defaults=True
+            )
+            session.updates.append(wire)
+            self.save(sid)
+
+    def modes(self) -> schema.SessionModeState:
+        return schema.SessionModeState(current_mode_id="default", available_modes=MODES)
+
+    def offers(self, word: str, method: str) -> None:
+        """What is not advertised is not there: -32601, as the SDK answers without a handler."""
+        if word not in self.can:
+            raise acp.RequestError.method_not_found(method)
+
+    def path(self, session_id: str) -> Path | None:
+        if self.store is None or not SAFE_ID.fullmatch(session_id):
+            return None
+        return self.store / f"{session_id}.json"
+
+    def save(self, sid: str) -> None:
+        path, session = self.path(sid), self.sessions.get(sid)
+        if path is None or session is None:
+            return
+        data = {"cwd": session.cwd, "turns": session.turns, "updates": session.updates}
+        part = path.with_name(f"{path.name}.part")
+        part.write_text(json.dumps(data, indent=1))
+        part.replace(path)
+
+    def stored(self, session_id: str) -> Session:
+        """The session as kept in SDK_AGENT_SESSIONS, else as in this process's memory."""
+        path = self.path(session_id)
+        if path is None:
+            if self.store is None and session_id in self.sessions:
+                old = self.sessions[session_id]
+                return Session(old.cwd, old.turns, list(old.updates))
+            raise acp.RequestError.invalid_params({"sessionId": session_id})
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise acp.RequestError.invalid_params({"sessionId": session_id}) from None
+        return Session(data["cwd"], data["turns"], data["updates"])
 
     def _session(self, session_id: str) -> Session:
         if session_id not in self.sessions:
@@ -341,4 +465,7 @@ class SdkAgent:
 
 
 if __name__ == "__main__":
-    asyncio.run(acp.run_agent(cast(acp.Agent, SdkAgent())))
+    agent = SdkAgent(os.environ.get("SDK_AGENT_SESSIONS"), os.environ.get("SDK_AGENT_CAN", ""))
+    # session/resume and session/close are "unstable" in the SDK: routed only with the flag;
+    # without SDK_AGENT_CAN the agent answers them -32601 itself (offers)
+    asyncio.run(acp.run_agent(cast(acp.Agent, agent), use_unstable_protocol=True))
