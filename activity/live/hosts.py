@@ -129,7 +129,9 @@ class HostSession:
                     listing = {"type": "host.listing", "listing": frame.model_dump(mode="json")}
                     await get_channel_layer().send(reply, listing)
             case Started():
-                await database_sync_to_async(started)(self.host_id, frame)
+                change = await database_sync_to_async(started)(self.host_id, frame)
+                if change is not None:
+                    await self.announce(change)
             case Exited():
                 change = await database_sync_to_async(exited)(self.host_id, frame)
                 if change is not None:
@@ -252,14 +254,15 @@ def left(host_id: uuid.UUID, channel: str) -> None:
     AgentHost.objects.filter(pk=host_id, channel=channel).update(online=False)
 
 
-def started(host_id: uuid.UUID | None, frame: Started) -> None:
+def started(host_id: uuid.UUID | None, frame: Started) -> ChatChange | None:
     """The host's word on its run: its page, which must be the run's own chat (a host names
-    only chats it started), or why it did not start. Anything else fails the run."""
+    only chats it started), or why it did not start. Anything else fails the run. The run's
+    page draws its controls again (Stop, once it runs)."""
     found = CHAT_URL.search(frame.chat_url or "")
     with transaction.atomic():
         run = HostRun.objects.select_for_update().filter(pk=frame.id, host_id=host_id).first()
         if run is None or run.status != Status.STARTING:
-            return
+            return None
         if frame.error is not None or found is None:
             run.status = Status.FAILED
             run.error = frame.error or "the runner printed no run page"
@@ -270,6 +273,7 @@ def started(host_id: uuid.UUID | None, frame: Started) -> None:
         else:
             run.status, run.chat_id = Status.STARTED, uuid.UUID(found.group(1))
         run.save(update_fields=["status", "chat_id", "error"])
+    return redraw(run)
 
 
 def exited(host_id: uuid.UUID | None, frame: Exited) -> ChatChange | None:
@@ -286,6 +290,12 @@ def exited(host_id: uuid.UUID | None, frame: Exited) -> ChatChange | None:
         run.code = frame.code
         run.save(update_fields=["status", "error", "code"])
         revoke_run_token(run)
+    return redraw(run)
+
+
+def redraw(run: HostRun) -> ChatChange | None:
+    """The run's page draws its head again: what its host says of its runner changes what it
+    offers (Stop while it runs, Resume once it ended)."""
     if run.chat_id is None:
         return None
     try:

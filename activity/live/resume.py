@@ -48,7 +48,8 @@ def resume(chat_id: uuid.UUID, user: User) -> Done:
         chat.resumed_via, chat.stopped_at, chat.stopped_by = f"host {run.host.name}", None, None
         work.touch_meta("runner_secret_hash", "resumed_at", "resumed_by", "resumed_via")
         work.touch_meta("stopped_at", "stopped_by")
-        taken = Resume(session_id=chat.agent_session_id, secret=secret)
+        base = chat.changes_base or None  # its whole change counts from the run's start
+        taken = Resume(session_id=chat.agent_session_id, secret=secret, base=base)
         try:
             new, frame = host_asks.prepare(
                 run.host, user, run.agent, run.root, run.path, chat.pk, resume=taken

@@ -193,6 +193,7 @@ def test_resume_asks_the_host_with_a_new_secret_the_old_runner_is_refused_and_it
     run, first = host_run(host, as_approver)
     attempt = uuid.uuid4()
     assert said(first.chat_id, frames.turn_started(2, attempt, uuid.uuid4())) == []
+    assert said(first.chat_id, {**changes(3, attempt), "base": "b" * 40}) == []
     gone(host, run)
     page = as_approver.get(f"/chats/{first.chat_id}/").content.decode()
     assert (
@@ -204,6 +205,7 @@ def test_resume_asks_the_host_with_a_new_secret_the_old_runner_is_refused_and_it
     [asked] = starts_sent()
     resumed = Start.model_validate_json(asked["text"])
     assert resumed.resume is not None and resumed.resume.session_id == "sess-1"
+    assert resumed.resume.base == "b" * 40  # the whole change counts from the run's start
     assert (resumed.chat_id, resumed.root, resumed.path, resumed.prompt) == (
         first.chat_id,
         ROOT,
