@@ -79,4 +79,4 @@ def stop(chat_id: uuid.UUID, user: User) -> Done:
             attempt.cancelled_by, attempt.cancel_asked_at = user, now
             work.touch(attempt, "cancelled_by", "cancel_asked_at")
     frame = WebStop(id=uuid.uuid4(), by=user.get_username()[:150])
-    return Done(work.done, "Stopping the run…", [frame.model_dump_json()])
+    return Done(work.done, "Asked the runner to end the run.", [frame.model_dump_json()])

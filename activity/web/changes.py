@@ -16,7 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from activity.models import TurnDiff
+from activity.models import InferenceAttempt, TurnDiff
 from activity.people import access
 from activity.show import patches
 
@@ -29,6 +29,10 @@ def changes(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
     chat = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
     diffs = TurnDiff.objects.filter(chat=chat).select_related("attempt")
     turns = list(diffs.order_by("-at").defer("turn_diff", "run_diff")[: TURNS_LISTED + 1])
+    order = InferenceAttempt.objects.filter(chat=chat).values_list("pk", flat=True)
+    numbers = {pk: n for n, pk in enumerate(order, start=1)}
+    for diff in turns:
+        diff.number = numbers.get(diff.attempt_id, 0)  # type: ignore[attr-defined]
     asked = request.GET.get("turn")
     chosen: TurnDiff | None
     shown: patches.Shown | None

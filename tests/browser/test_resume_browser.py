@@ -110,7 +110,7 @@ def test_a_host_run_is_stopped_resumed_and_its_changes_read_in_a_browser(
     expect(page.locator(".diff-file", has_text="src/util.py")).to_contain_text("new file")
     screenshot(page, "changes-desktop-run")
     assert blocking_on(new_page, alice, page.url) == []
-    page.get_by_role("link", name=re.compile("^basic")).last.click()  # the first turn
+    page.get_by_role("link", name=re.compile(r"^1\. basic")).click()  # the first turn
     expect(page.get_by_role("heading", name="What one turn changed")).to_be_visible()
     expect(
         page.get_by_text("Nothing changed in the working tree during this turn.")

@@ -141,7 +141,7 @@ def test_stop_tells_the_runner_says_who_stopped_and_removes_the_waiting_messages
         in as_approver.get(f"/chats/{first.chat_id}/").content.decode()
     )
     status, words = post(as_approver, run, "stop")
-    assert status == 200 and "Stopping the run" in words
+    assert status == 200 and "Asked the runner to end the run" in words
     [stop] = to_runner(first.chat_id)
     assert '"type":"stop"' in stop["text"] and '"by":"alice"' in stop["text"]
     chat = Chat.objects.get(pk=first.chat_id)
