@@ -325,3 +325,15 @@ def test_a_run_outside_git_says_so_and_changes_for_another_turn_are_refused_alon
     [(seq, error)] = said(chat_id, changes(2, attempt))
     assert seq == 2 and "which this chat does not have" in error
     assert Chat.objects.get(pk=chat_id).last_seq == 2 and not TurnDiff.objects.exists()
+
+
+def test_a_resume_that_failed_on_the_host_says_so_and_offers_resume_again(host, as_approver):
+    run, first = host_run(host, as_approver)
+    gone(host, run)
+    assert post(as_approver, run, "resume")[0] == 200
+    [asked] = starts_sent()
+    again = Start.model_validate_json(asked["text"])
+    hosts.exited(host.pk, Exited(id=again.id, code=8))  # the agent could not take it up
+    page = as_approver.get(f"/chats/{first.chat_id}/").content.decode()
+    assert "The last resume on <bdi>build-box</bdi> failed: the runner exited with code 8" in page
+    assert 'class="run-control resume-run drive-control"' in page  # try again
