@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -16,11 +19,12 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from activity.models import Chat, InferenceAttempt
+from activity.models import Chat, InferenceAttempt, Workspace
+from activity.models.accounts import AgentHost, AgentToken, HostRun, TokenKind
 from tests.agents.real import anthropic, gemini
 from tests.agents.real.fakeapi import FakeModels, Say
-from tests.agents.real.harness import RealRun, eventually, isolated_env
-from tests.liveserver import Server
+from tests.agents.real.harness import RealRun, WebUser, eventually, isolated_env
+from tests.liveserver import BASE_DIR, Server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TURN_SECONDS = 60
@@ -167,3 +171,76 @@ def test_gemini_cli_cannot_load_its_session_in_a_new_process_and_the_runner_says
             if run.process.poll() is None:
                 with contextlib.suppress(Exception):
                     run.kill()
+
+
+def test_a_claude_run_a_host_started_is_stopped_and_resumed_from_its_page(
+    fake_models: FakeModels,
+    real_agents: Path,
+    koruweb_server: Server,
+    workspace: Workspace,
+    approver: WebUser,
+    project: Path,
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    env = isolated_env(home, anthropic.environment(f"{fake_models.url}/anthropic", home))
+    token = AgentToken.issue(workspace, "build-box", TokenKind.HOST)[1]
+    words = [sys.executable, "manage.py", "agent", "host", "--server", koruweb_server.ws_url]
+    words += ["--root", str(project.parent), "--name", "build-box"]
+    words += ["--agent", "claude=claude-agent-acp"]
+    host = subprocess.Popen(
+        words,
+        cwd=BASE_DIR,
+        env={**env, "KORUWEB_TOKEN": token},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert host.stdout is not None and host.stdout.readline().strip().endswith("/acme/")
+        found = AgentHost.objects.get(name="build-box")
+        first = fake_models.script(Say("Ready."))
+        fields = {"host": str(found.pk), "agent": "claude", "root": str(project.parent)}
+        fields |= {"path": project.name, "prompt": f"Get ready {first}"}
+        status, said = approver.post("/runs/new/start", fields)
+        assert status == 200, said
+        run = eventually(lambda: HostRun.objects.filter(status="started").first(), 60, "started")
+        assert run.chat_id is not None
+        chat_id = run.chat_id
+        turn1 = eventually(lambda: done(chat_id, first), 60, "the first turn")
+        chat = eventually(
+            lambda: Chat.objects.filter(pk=chat_id).exclude(agent_session_id="").first(), 30
+        )
+        assert chat.agent_closes  # claude offers session/close: Stop closes its session
+
+        status, said = approver.post(f"/chats/{chat_id}/stop", {})
+        assert status == 200 and "end the run" in said, said
+        stopped = eventually(lambda: HostRun.objects.filter(pk=run.pk, status="exited").first(), 60)
+        assert stopped.code == 0  # the runner closed claude's session and exited by itself
+        eventually(lambda: kept_session(home, chat.agent_session_id, "Get ready"), 30, "session")
+
+        status, said = approver.post(f"/chats/{chat_id}/resume", {})
+        assert status == 200 and "resume" in said, said
+        eventually(lambda: Chat.objects.filter(pk=chat_id, runner_connected=True).first(), 60)
+        second = fake_models.script(Say("Still here."))
+        status, said = approver.post(f"/chats/{chat_id}/messages", {"text": f"Go on {second}"})
+        assert status == 200, said
+        turn2 = eventually(lambda: done(chat_id, second), 60, "the turn after the resume")
+        assert list(InferenceAttempt.objects.filter(chat_id=chat_id)) == [turn1, turn2]
+        [*_, request] = fake_models.sent(second)
+        assert "Get ready" in request.text  # claude's own session went on
+        chat.refresh_from_db()
+        assert chat.resumed_via == "host build-box" and chat.resumed_by is not None
+    finally:
+        host.send_signal(signal.SIGINT)
+        try:
+            host.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            host.kill()
+            host.communicate()
+
+
+def done(chat_id: uuid.UUID, tag: str) -> InferenceAttempt | None:
+    turn = InferenceAttempt.objects.filter(chat_id=chat_id, prompt__contains=tag).first()
+    return turn if turn is not None and turn.ended_at is not None else None
