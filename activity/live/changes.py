@@ -4,7 +4,8 @@
 At the end of each turn the runner diffs the tree against its snapshots (taken with a temporary
 index: ``activity/runner/snapshots.py``): since the turn started, and since the run started. The
 frame is masked and cleaned at the boundary like every frame that carries what an agent did;
-here each diff is bounded again (``DIFF_CHARS``) and kept in the turn's ``TurnDiff``. The turn's
+here each diff is bounded again (``DIFF_CHARS``) and kept in the turn's ``TurnDiff`` (the whole
+run's only in the latest: an earlier one is dropped). The turn's
 head says how many files and lines it changed, the run's head the whole change so far — both
 pushed like any change of them. A run outside git says so once (``Chat.changes_note``).
 """
@@ -38,6 +39,9 @@ def apply(work: Work, frame: Changes) -> None:
         "at": frame.at,
     }
     TurnDiff.objects.update_or_create(attempt=attempt, defaults=kept)
+    # Only the latest turn's diff of the whole run is ever shown: the earlier ones go.
+    earlier = TurnDiff.objects.filter(chat=chat, at__lte=frame.at).exclude(attempt=attempt)
+    earlier.exclude(run_diff="", run_files=[]).update(run_diff="", run_files=[])
     attempt.changed = summary(frame.turn)
     work.touch(attempt, "changed")
     chat.changed, chat.changes_note = summary(frame.run), ""

@@ -148,9 +148,11 @@ def refused(work: Work, frame: WebRefused) -> None:
 
 def promote(work: Work) -> list[WebPrompt]:
     """Make the oldest queued message ``sent`` when the runner can take it now: connected,
-    nothing running, no message on its way."""
+    nothing running, no message on its way, the run not stopped (it waits for a resume)."""
     chat = work.chat
     if not chat.allow_web or not chat.runner_connected or running(chat.current_attempt):
+        return []
+    if chat.stopped_at is not None:
         return []
     waiting = WebPrompt.objects.filter(chat=chat, status__in=(Status.QUEUED, Status.SENT))
     oldest = waiting.select_related("author").order_by("created_at").first()

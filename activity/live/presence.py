@@ -46,7 +46,7 @@ from django.utils import timezone
 from activity.core import groups
 from activity.live import chats, drive
 from activity.live.calls import finish_turn
-from activity.live.turns import RUNNER_LOST, reopen
+from activity.live.turns import RUNNER_LOST, RUNNER_REPLACED, reopen
 from activity.live.work import ChatChange, Work
 from activity.models import AgentToken, Chat
 
@@ -155,7 +155,7 @@ def _connect(
                     take_over(work, resuming)
                 chat.runner_channel, chat.runner_seen_at = channel, timezone.now()
                 work.touch_meta("runner_channel", "runner_seen_at")
-                back(work, lost_for_good=resumes)
+                back(work)
         except Chat.DoesNotExist:
             raise Refused("this chat was deleted on the server") from None
     return Claimed(work.done, work.chat.last_seq, replaced)
@@ -163,7 +163,8 @@ def _connect(
 
 def take_over(work: Work, resuming: Resuming) -> None:
     """A runner resumes the chat: only once its runner is gone. The chat takes the new secret
-    and says who resumed it; the turn the runner that left was in ends, lost."""
+    and says who resumed it; the turn the runner that left was in ends lost for good
+    (``RUNNER_REPLACED``: no later hello or heartbeat reopens it)."""
     chat = work.chat
     if chat.runner_connected:
         raise Refused("the run's runner is still connected: resume it once that runner is gone")
@@ -172,12 +173,17 @@ def take_over(work: Work, resuming: Resuming) -> None:
     if resuming.via:  # a host's Resume said who and when already (live/resume.py)
         chat.resumed_at, chat.resumed_by, chat.resumed_via = timezone.now(), None, resuming.via
         work.touch_meta("resumed_at", "resumed_by", "resumed_via")
+    chat.stopped_at, chat.stopped_by = None, None
+    work.touch_meta("stopped_at", "stopped_by")
     attempt = chat.current_attempt
     if attempt is not None and attempt.ended_at is None:
         at = int(time.time() * 1000)
-        attempt.ended_at, attempt.stop_reason = at, RUNNER_LOST
+        attempt.ended_at, attempt.stop_reason = at, RUNNER_REPLACED
         work.touch(attempt, "ended_at", "stop_reason")
-        finish_turn(work, attempt, RUNNER_LOST, at)
+        finish_turn(work, attempt, RUNNER_REPLACED, at)
+    elif attempt is not None and attempt.stop_reason == RUNNER_LOST:  # ended by a sweep
+        attempt.stop_reason = RUNNER_REPLACED  # and never reopened now
+        work.touch(attempt, "stop_reason")
 
 
 def holds(chat_id: uuid.UUID, channel: str) -> bool:
@@ -233,16 +239,14 @@ def alive(chat_id: uuid.UUID, channel: str) -> Beat:
     return Beat(holds=True, change=work.done, messages=tuple(drive.sent(chat_id)))
 
 
-def back(work: Work, lost_for_good: bool = False) -> None:
+def back(work: Work) -> None:
     """The chat's runner is here, on the socket the chat names: connected, and in the turn the
-    server ended while it was away (if it did) — unless it is a new runner that resumes the
-    chat (``lost_for_good``): the turn of the runner that left stays lost."""
+    server ended while it was away (if it did; never one a resume ended, ``take_over``)."""
     chat = work.chat
     if not chat.runner_connected:
         chat.runner_connected, chat.runner_left_at = True, None
         work.touch_meta("runner_connected", "runner_left_at")
-    if not lost_for_good:
-        reopen(work)
+    reopen(work)
 
 
 def disconnect(chat_id: uuid.UUID, channel: str) -> ChatChange | None:

@@ -48,6 +48,8 @@ def resume(chat_id: uuid.UUID, user: User) -> Done:
         chat.resumed_via, chat.stopped_at, chat.stopped_by = f"host {run.host.name}", None, None
         work.touch_meta("runner_secret_hash", "resumed_at", "resumed_by", "resumed_via")
         work.touch_meta("stopped_at", "stopped_by")
+        chat.runner_left_at = None  # so no sweep counts the new runner's token gone meanwhile
+        work.touch_meta("runner_left_at")
         base = chat.changes_base or None  # its whole change counts from the run's start
         taken = Resume(session_id=chat.agent_session_id, secret=secret, base=base)
         try:

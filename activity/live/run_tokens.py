@@ -77,7 +77,9 @@ def sweep(now: datetime | None = None) -> list[int]:
         runner_connected=False,
         runner_left_at__lt=now - timedelta(seconds=settings.RUNNER_GRACE_SECONDS),
     ).values("pk")
+    starting = HostRun.objects.filter(status=Status.STARTING).values("token_id")
     gone = AgentToken.objects.filter(chat_id__in=gone_chats, revoked_at__isnull=True)
+    gone = gone.exclude(pk__in=starting)  # a resume's new runner: HOST_START_SECONDS, above
     gone_ids = list(gone.values_list("pk", flat=True))
     HostRun.objects.filter(token_id__in=gone_ids, status=Status.STARTED).update(
         status=Status.EXITED

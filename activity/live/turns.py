@@ -17,6 +17,9 @@ from activity.models import InferenceAttempt, Message
 from activity.wire.frames import TurnEnded, TurnStarted
 
 RUNNER_LOST = "runner_lost"  # the stop reason of a turn whose runner is gone past the grace
+# A turn whose runner another runner replaced (a resume, presence.take_over): lost for good,
+# never reopened, whatever socket of the chat says hello later.
+RUNNER_REPLACED = "runner_replaced"
 
 
 def before_any_prompt(work: Work, at: int) -> InferenceAttempt:

@@ -133,7 +133,8 @@ class Chat(models.Model):
         host; None for a run started from a terminal."""
         from activity.models.accounts import HostRun
 
-        runs = HostRun.objects.filter(chat_id=self.pk).select_related("host")
+        runs = HostRun.objects.filter(chat_id=self.pk, host__workspace_id=self.workspace_id)
+        runs = runs.select_related("host")
         return runs.order_by("-created_at").first()
 
     @property
@@ -163,9 +164,11 @@ class Chat(models.Model):
 
     @property
     def stoppable(self) -> bool:
-        """The web may end this run now: a host started it and its runner is connected."""
+        """The web may end this run now: a host started it, its runner is connected and knows
+        ``stop`` (it said its session: a runner older than Stop ignores the frame)."""
         run = self.host_run
-        return run is not None and run.status == "started" and self.runner_connected
+        runs = run is not None and run.status == "started" and self.runner_connected
+        return runs and bool(self.agent_session_id)
 
     @property
     def web_choices(self) -> list[dict[str, Any]]:

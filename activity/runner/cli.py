@@ -18,7 +18,9 @@ no ws:// URL, no token), as ``manage.py agent`` has always exited.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import secrets
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -122,7 +124,7 @@ def agent_options(parsed: Mapping[str, Any]) -> Options:
     if not server.startswith(("ws://", "wss://")):
         raise Usage(f"--server {server!r}: use ws://HOST:PORT or wss://HOST")
     token, prompts, title = parsed["token"], parsed["prompt"], parsed["title"]
-    cwd, chat_id, resume = parsed["cwd"], None, None
+    cwd, chat_id, resume, resume_secret = parsed["cwd"], None, None, None
     if parsed.get("resume"):
         if parsed.get("from_host"):
             raise Usage("--resume and --from-host: a host says which run to resume")
@@ -130,9 +132,16 @@ def agent_options(parsed: Mapping[str, Any]) -> Options:
             kept = saved.load(parsed["resume"])
         except saved.NotSaved as missing:
             raise Usage(str(missing)) from None
+        if server.rstrip("/") != kept.server.rstrip("/"):
+            raise Usage(f"--resume: that run ran on {kept.server}; give --server {kept.server}")
         command, cwd = command or kept.command, cwd or kept.cwd
         chat_id = uuid.UUID(kept.chat_id)
         resume = Resume(session_id=kept.session_id, secret=kept.secret, base=kept.base or None)
+        resume_secret = kept.pending or secrets.token_urlsafe(32)
+        try:  # kept before the hello: a resume that fails after it is retried with it
+            saved.save(dataclasses.replace(kept, pending=resume_secret))
+        except OSError as error:
+            raise Usage(f"--resume: cannot keep the run's new secret: {error}") from None
     if not command:
         raise Usage("give the agent's command after --, e.g. -- claude-agent-acp")
     handoff = from_host() if parsed.get("from_host") else None
@@ -160,6 +169,7 @@ def agent_options(parsed: Mapping[str, Any]) -> Options:
         chat_id=chat_id,
         from_host=handoff is not None,
         resume=resume,
+        resume_secret=resume_secret,
     )
 
 

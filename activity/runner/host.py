@@ -201,7 +201,9 @@ class Host:
         try:
             frame = to_host.validate_json(text)
         except ValidationError as error:
-            say(f"the server sent a frame the host does not take, ignored: {error.errors()[0]}")
+            said = error.errors()[0]  # where and what, never the frame (a token is in a start)
+            where = ".".join(str(part) for part in said["loc"])
+            say(f"the server sent a frame the host does not take, ignored: {where}: {said['msg']}")
             return
         match frame:
             case ListDir():

@@ -29,9 +29,15 @@ class AgentIds:
 
     def __init__(self) -> None:
         self.last = 0  # the last request number given out
+        self.first = 0  # numbers given out start after it (a resumed chat's: ``start_after``)
         self.options: dict[int, dict[str, Any]] = {}  # request → {opaque option: the agent's}
         # The agent's elicitation ids (as JSON) → opaque ones; never dropped, so never reused.
         self.elicitations: dict[str, str] = {}
+
+    def start_after(self, seq: int) -> None:
+        """A resumed chat has the numbers of the runners before this one: this one's start
+        after the chat's last seq, which each of their requests took one of."""
+        self.first = self.last = max(self.last, seq)
 
     def forward(self, message: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
         """A message of the agent as the server may see it (a copy: the SDK still reads the
@@ -64,7 +70,7 @@ class AgentIds:
 
     def elicitation(self, agents: Any) -> str:
         key = json.dumps(agents, sort_keys=True)
-        return self.elicitations.setdefault(key, f"e{len(self.elicitations) + 1}")
+        return self.elicitations.setdefault(key, f"e{self.first + len(self.elicitations) + 1}")
 
     def option(self, request_id: int | str, opaque: Any) -> Any:
         """The agent's own id of the option the server named ``opaque`` in its answer to

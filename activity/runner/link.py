@@ -271,7 +271,11 @@ class Link:
         try:
             frame = server_frame.validate_json(text)
         except ValidationError as error:
-            say(f"the server sent a frame the runner does not know, ignored: {error.errors()[0]}")
+            said = error.errors()[0]  # where and what, never the frame
+            where = ".".join(str(part) for part in said["loc"])
+            say(
+                f"the server sent a frame the runner does not know, ignored: {where}: {said['msg']}"
+            )
             return
         match frame:
             case Ack():

@@ -57,7 +57,7 @@ class Runner:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.chat_id = options.chat_id or uuid.uuid4()
-        self.secret = secrets.token_urlsafe(32)  # 256 bits: the chat is this runner's alone
+        self.secret = options.resume_secret or secrets.token_urlsafe(32)  # 256 bits: ours alone
         resume = options.resume  # the chat's secret now proves it; ours replaces it
         self.outbox = Outbox()
         self.table = TurnTable(self.outbox, cwd=os.path.abspath(options.cwd))
@@ -81,6 +81,8 @@ class Runner:
         work: asyncio.Task[None] | None = None
         try:
             await self.wait_for_server(link)
+            if self.options.resume is not None:  # numbers the chat has are not given again
+                self.table.ids.start_after(self.outbox.seq)
             # Printed once the server has the chat, so the page is there when it is opened; a
             # host's runner prints it once the agent's session has started too (``work``), so
             # an agent that cannot start (no mode its --web-modes name, exit 5) is a failed
@@ -117,10 +119,10 @@ class Runner:
         async with self.agent() as (conn, process):
             self.conn, self.process = conn, process
             await self.start(conn)
+            if self.options.from_host:  # before the first snapshot, which may take a while
+                print(page_url(self.options.server, self.chat_id), flush=True)
             await self.changes.begin(self.options.resume.base if self.options.resume else None)
             self.keep()
-            if self.options.from_host:
-                print(page_url(self.options.server, self.chat_id), flush=True)
             reader = self.feed()
             try:
                 while (prompt := await self.next_prompt(process)) is not None:

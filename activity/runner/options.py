@@ -28,6 +28,7 @@ class Options:
     # Take chat ``chat_id``'s agent session up again (``--resume``, or a host's Resume) rather
     # than start one: its session id and the chat's secret now (docs/protocol.md#resuming-a-run).
     resume: Resume | None = None
+    resume_secret: str | None = None  # the chat's secret once resumed, kept before the hello
 
     @property
     def stays(self) -> bool:

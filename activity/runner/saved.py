@@ -39,6 +39,9 @@ class SavedRun:
     cwd: str
     command: list[str]
     base: str = ""  # the run's first snapshot of its git working tree (runner/changes.py)
+    # The secret a ``--resume`` gives the chat, kept before its hello: a resume that fails
+    # after the server took it (the agent would not start) is retried with it, never locked out.
+    pending: str = ""
 
 
 def state_dir() -> Path:
@@ -81,7 +84,8 @@ def load(ref: str) -> SavedRun:
     path = path_of(chat_id)
     try:
         kept = json.loads(path.read_text(encoding="utf-8"))
-        run = SavedRun(**kept)
+        known = {name: kept[name] for name in SavedRun.__dataclass_fields__ if name in kept}
+        run = SavedRun(**known)  # what a newer runner added is left to it
     except FileNotFoundError:
         raise NotSaved(
             f"run {chat_id} did not run on this machine (nothing in {path.parent}): resume it "

@@ -199,6 +199,12 @@ STOP_REASONS: dict[str, Shown] = {
         LOST,
         "The runner went away and did not come back: what the agent did after is unknown.",
     ),
+    "runner_replaced": Shown(
+        "Runner lost",
+        LOST,
+        "The runner went away during this turn and the run was resumed by another: what the "
+        "agent did after is unknown.",
+    ),
 }
 
 

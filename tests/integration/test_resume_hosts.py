@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from activity.models import Chat, InferenceAttempt, Role, ToolActivity, Workspace
+from activity.models import Chat, InferenceAttempt, Prompt, Role, ToolActivity, Workspace
 from activity.models.accounts import AgentToken, HostRun, HostRunStatus, TokenKind
 from tests.integration.test_hosts import (
     SDK_AGENT,
@@ -25,7 +25,7 @@ from tests.integration.test_hosts import (
     online_host,
     person,
 )
-from tests.integration.test_runner import eventually
+from tests.integration.test_runner import answer, eventually
 from tests.liveserver import BASE_DIR, Server, child_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -151,3 +151,46 @@ def test_a_laptop_run_of_an_agent_that_only_loads_is_resumed_without_its_replay_
     assert first.reply.markdown == "Done: edited notes.txt."  # not said twice
     assert call_ids(chat_id) == ["t1-edit", "t1-read", "t2-edit", "t2-read"]
     assert Chat.objects.get(pk=chat_id).resumed_via == "token laptop"
+
+
+def test_a_resumed_runners_permission_requests_never_reuse_a_number_the_chat_has(
+    server: Server, acme: Workspace, tmp_path: Path
+) -> None:
+    token = AgentToken.issue(acme, "laptop")[1]
+    env = child_env(
+        SDK_AGENT_CAN="resume",
+        SDK_AGENT_SESSIONS=str(tmp_path / "sessions"),
+        KORUWEB_STATE_DIR=str(tmp_path / "state"),
+    )
+
+    def asked_and_allowed(*flags: str) -> uuid.UUID:
+        command = [sys.executable, "manage.py", "agent", "--server", server.ws_url]
+        command += ["--token", token, *flags, "--prompt", "permission", "--", *AGENT]
+        process = subprocess.Popen(
+            command,
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        STARTED.append(process)
+        assert process.stdout is not None
+        chat_id = uuid.UUID(process.stdout.readline().strip().rstrip("/")[-36:])
+        prompt = eventually(
+            lambda: Prompt.objects.filter(chat_id=chat_id, closed_at=None).first(), 30
+        )
+        answer(chat_id, prompt.jsonrpc_id, {"outcome": "selected", "optionId": "o0"})
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        return chat_id
+
+    chat_id = asked_and_allowed("--cwd", str(tmp_path))
+    assert asked_and_allowed("--resume", str(chat_id)) == chat_id
+    prompts = list(Prompt.objects.filter(chat_id=chat_id).order_by("created_at"))
+    assert [p.outcome for p in prompts] == ["approved", "approved"]  # each asked, each answered
+    assert len({p.request_id for p in prompts}) == 2
+    assert [t.stop_reason for t in InferenceAttempt.objects.filter(chat_id=chat_id)] == [
+        "end_turn",
+        "end_turn",
+    ]

@@ -233,7 +233,7 @@ def test_resume_asks_the_host_with_a_new_secret_the_old_runner_is_refused_and_it
     assert chat.runner_connected and chat.runner_secret_hash == presence.digest(mine)
     assert chat.resumed_by == acme_approver  # the person who pressed Resume, still
     lost = InferenceAttempt.objects.get(pk=attempt)
-    assert lost.stop_reason == "runner_lost" and lost.ended_at is not None  # nobody will end it
+    assert lost.stop_reason == "runner_replaced" and lost.ended_at is not None  # nobody will
 
 
 def test_a_laptops_resume_needs_the_chats_secret_and_says_its_token(acme):
@@ -337,3 +337,60 @@ def test_a_resume_that_failed_on_the_host_says_so_and_offers_resume_again(host, 
     page = as_approver.get(f"/chats/{first.chat_id}/").content.decode()
     assert "The last resume on <bdi>build-box</bdi> failed: the runner exited with code 8" in page
     assert 'class="run-control resume-run drive-control"' in page  # try again
+
+
+def test_a_turn_a_resume_ended_is_never_reopened_by_a_later_hello_or_heartbeat(acme):
+    token, _ = AgentToken.issue(acme, "laptop")
+    chat_id, attempt = uuid.uuid4(), uuid.uuid4()
+    presence.claim(acme.pk, chat_id, RUNNER, 0, SECRET, token.pk)
+    assert said(chat_id, frames.turn_started(1, attempt, uuid.uuid4())) == []
+    presence.disconnect(chat_id, RUNNER)
+    mine = "n" * 43
+    presence.claim(acme.pk, chat_id, "specific.test!2", 1, SECRET, token.pk, mine)
+    presence.disconnect(chat_id, "specific.test!2")  # a blip, then the same runner again
+    presence.claim(acme.pk, chat_id, "specific.test!3", 1, mine, token.pk)
+    presence.alive(chat_id, "specific.test!3")
+    lost = InferenceAttempt.objects.get(pk=attempt)
+    assert (lost.stop_reason, lost.ended_at is not None) == ("runner_replaced", True)
+
+
+def test_a_turn_a_sweep_ended_before_a_resume_stays_ended_after_it(acme):
+    token, _ = AgentToken.issue(acme, "laptop")
+    chat_id, attempt = uuid.uuid4(), uuid.uuid4()
+    presence.claim(acme.pk, chat_id, RUNNER, 0, SECRET, token.pk)
+    assert said(chat_id, frames.turn_started(1, attempt, uuid.uuid4())) == []
+    presence.disconnect(chat_id, RUNNER)
+    presence.abandon(chat_id, frames.T0)  # the grace passed: the turn is runner_lost
+    presence.claim(acme.pk, chat_id, "specific.test!2", 1, SECRET, token.pk, "n" * 43)
+    presence.disconnect(chat_id, "specific.test!2")
+    presence.claim(acme.pk, chat_id, "specific.test!3", 1, "n" * 43, token.pk)
+    assert InferenceAttempt.objects.get(pk=attempt).stop_reason == "runner_replaced"
+
+
+def test_a_resumes_new_token_outlives_the_sweep_until_its_runner_says_hello(host, as_approver):
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from activity.live import run_tokens
+
+    run, first = host_run(host, as_approver)
+    gone(host, run)
+    Chat.objects.filter(pk=first.chat_id).update(
+        runner_left_at=timezone.now() - timedelta(seconds=settings.RUNNER_GRACE_SECONDS * 3)
+    )
+    assert post(as_approver, run, "resume")[0] == 200
+    [asked] = starts_sent()
+    resumed = Start.model_validate_json(asked["text"])
+    run_tokens.sweep()
+    token = AgentToken.find(resumed.token)
+    assert token is not None and token.revoked_at is None
+
+
+def test_messages_wait_while_a_run_is_stopped_and_go_once_it_is_resumed(host, as_approver):
+    run, first = host_run(host, as_approver)
+    as_approver.post(f"/chats/{first.chat_id}/stop", HTTP_HX_REQUEST="true")
+    to_runner(first.chat_id)
+    as_approver.post(f"/chats/{first.chat_id}/messages", {"text": "later"}, HTTP_HX_REQUEST="1")
+    [message] = WebPrompt.objects.filter(chat_id=first.chat_id, text="later")
+    assert message.status == "queued" and to_runner(first.chat_id) == []  # not to the stopping one
