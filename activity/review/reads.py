@@ -163,7 +163,7 @@ def page(chat: Chat, chosen: filters.CallFilter) -> Page:
 
 
 def changes(chat_id: uuid.UUID, since: int) -> Changes:
-    chat = Chat.objects.select_related("workspace").get(pk=chat_id)
+    chat = Chat.objects.select_related("workspace", "resumed_by", "stopped_by").get(pk=chat_id)
     upto = chat.version
     # Only the kinds that changed since are looked for. A chat whose version is past every
     # kind's was written by code that keeps no kind versions (a rolling upgrade, a

@@ -20,6 +20,7 @@ from activity.runner.snapshots import TREE_ID, Patch, SnapshotError, WorkTree, g
 from activity.wire.frames import CHANGES_FILES, Change, Changes, FileCount
 
 DIFF_BYTES = 256 * 1024  # each of a frame's two diffs: both fit in a frame (outbox.FRAME_BUDGET)
+FILES_BYTES = 160 * 1024  # each of its two file lists, as JSON, at most about this
 REASON_CHARS = 500
 
 
@@ -94,9 +95,15 @@ async def kept(tree: WorkTree, base: str) -> bool:
 
 
 def change(patch: Patch) -> Change:
-    files = [
-        FileCount(path=file.path[:4096] or "?", added=file.added, removed=file.removed)
-        for file in patch.files[:CHANGES_FILES]
-    ]
-    more = max(len(patch.files) - CHANGES_FILES, 0)
+    """A diff as a frame carries it: its files counted up to ``CHANGES_FILES`` and
+    ``FILES_BYTES`` of paths (the rest in ``more_files``), so a frame's two changes always fit."""
+    files: list[FileCount] = []
+    room = FILES_BYTES
+    for file in patch.files[:CHANGES_FILES]:
+        path = file.path[:4096] or "?"
+        room -= len(path.encode("utf-8", "replace")) + 64
+        if room < 0:
+            break
+        files.append(FileCount(path=path, added=file.added, removed=file.removed))
+    more = len(patch.files) - len(files)
     return Change(diff=patch.text, files=files, more_files=more, cut_bytes=patch.cut_bytes)

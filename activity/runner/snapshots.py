@@ -23,11 +23,13 @@ import os
 import re
 import stat
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 GIT_SECONDS = 60  # per git command
 FILE_BYTES = 8 * 1024 * 1024  # a bigger file is left out of a snapshot
+RACY_NS = 2_000_000_000  # files changed this recently are never taken from the cache
 ERROR_BYTES = 4096  # of a git command's standard error, for the reason
 GITLINK = "160000"
 
@@ -146,6 +148,9 @@ class WorkTree:
         files were too big. Paths missing on disk, directories and special files are left out."""
         entries = dict(kept)
         hashed: dict[str, tuple[Stat, str]] = {}
+        # A file written within RACY_NS of now may change again within its mtime's tick with
+        # the same size: it is hashed again next time rather than trusted (git's racy rule).
+        racy = time.time_ns() - RACY_NS
         todo: list[tuple[bytes, str, Stat, str]] = []  # path, mode, stat, file to hash
         skipped = 0
         for path in listed:
@@ -174,7 +179,9 @@ class WorkTree:
                 todo.append((path, mode, key, link))
         shas = await self._hash([source for *_, source in todo])
         for (path, mode, key, _), sha in zip(todo, shas, strict=True):
-            entries[path], hashed[os.fsdecode(path)] = (mode, sha), (key, sha)
+            entries[path] = (mode, sha)
+            if key[1] < racy:
+                hashed[os.fsdecode(path)] = (key, sha)
         self._hashed = hashed  # only what is there now: the cache does not grow with deletions
         return entries, skipped
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -361,9 +362,11 @@ async def test_a_second_snapshot_with_nothing_changed_gives_the_same_tree(repo):
 
 
 async def test_a_second_snapshot_reads_again_only_files_whose_stat_changed(repo):
+    path = repo / "kept.txt"
+    long_ago = time.time_ns() - 60 * 10**9  # not written just now: its stat is trusted
+    os.utime(path, ns=(long_ago, long_ago))
     work = await opened(repo)
     first = await work.snapshot()
-    path = repo / "kept.txt"
     seen = path.stat()
     with open(path, "r+") as same_inode:
         same_inode.write("KEPT\n")  # same size
@@ -372,3 +375,15 @@ async def test_a_second_snapshot_reads_again_only_files_whose_stat_changed(repo)
     os.utime(path, ns=(seen.st_atime_ns, seen.st_mtime_ns + 1))
     second = await work.snapshot()
     assert git(repo, "cat-file", "blob", f"{second}:kept.txt") == "KEPT\n"
+
+
+async def test_a_file_written_just_now_is_read_again_even_with_the_same_stat(repo):
+    path = repo / "kept.txt"
+    work = await opened(repo)
+    first = await work.snapshot()  # kept.txt's mtime is within the racy window
+    seen = path.stat()
+    with open(path, "r+") as same_inode:
+        same_inode.write("KEPT\n")  # same size, and the same mtime below: one clock tick
+    os.utime(path, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    second = await work.snapshot()
+    assert second != first and git(repo, "cat-file", "blob", f"{second}:kept.txt") == "KEPT\n"
