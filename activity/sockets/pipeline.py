@@ -302,7 +302,10 @@ class RunnerSession:
                 failing = False
 
     async def stop(self) -> None:
-        """The socket closed: the chat shows its runner gone (unless a newer socket has it)."""
+        """The socket closed: the chat shows its runner gone (unless a newer socket has it). A
+        drain in flight finishes its batch; no batch starts after (``closing``): a runner that
+        resumes the chat once this one is shown gone numbers its frames after the chat's last."""
+        self.closing = True
         self.end_tasks()
         await self.socket.leave(self.token_group)
         if self.chat_id is None:
