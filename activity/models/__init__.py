@@ -2,9 +2,9 @@
 
 ``chats`` (workspaces, chats, turns, replies), ``calls`` (ToolActivity rows, prompts, comments),
 ``accounts`` (memberships, agent tokens, hosts and their runs), ``invites``, ``mentions``,
-``webprompts`` (a person's messages to a run) and ``devices`` (browsers that get notifications,
-and what is owed to each). The app label stays ``activity`` and the tables
-keep their names, so moving a model between these modules needs no migration.
+``webprompts`` (a person's messages to a run), ``views`` (saved filters) and ``devices``
+(browsers that get notifications, and what is owed to each). The app label stays ``activity``
+and the tables keep their names, so moving a model between these modules needs no migration.
 
 May import: Django, ``activity.core`` (the contract's enums and bounds). Nothing above it.
 """
@@ -25,6 +25,7 @@ from activity.models.chats import Chat, InferenceAttempt, Message, TurnDiff, Wor
 from activity.models.devices import Follow, Notice, NotifyPrefs, PushDevice
 from activity.models.invites import Invite, InviteState
 from activity.models.mentions import Mention
+from activity.models.views import SavedView, ViewKind
 from activity.models.webprompts import WebPrompt, WebPromptStatus
 
 __all__ = [
@@ -47,9 +48,11 @@ __all__ = [
     "PushDevice",
     "PromptKind",
     "Role",
+    "SavedView",
     "TokenKind",
     "ToolActivity",
     "TurnDiff",
+    "ViewKind",
     "WebPrompt",
     "WebPromptStatus",
     "Workspace",

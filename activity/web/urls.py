@@ -7,7 +7,7 @@ from activity.web import drive as drive_views
 from activity.web import hosts as host_views
 from activity.web import invites as invite_views
 from activity.web import mentions as mention_views
-from activity.web import notifications, review, views, workspaces
+from activity.web import notifications, review, saved, views, workspaces
 from activity.web import search as search_views
 
 urlpatterns = [
@@ -22,6 +22,9 @@ urlpatterns = [
     path("mentions/<int:mention_id>/", mention_views.open_mention, name="open-mention"),
     path("mentions/<int:mention_id>/dismiss", mention_views.dismiss, name="dismiss-mention"),
     path("search/", search_views.search, name="search"),
+    path("views/save", saved.save, name="save-view"),
+    path("views/<int:view_id>/", saved.open_view, name="open-view"),
+    path("views/<int:view_id>/delete", saved.delete, name="delete-view"),
     path("prompts/<uuid:prompt_id>/answer", views.answer, name="answer"),
     path(
         "prompts/<uuid:prompt_id>/notification-answer",
