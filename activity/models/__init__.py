@@ -25,7 +25,7 @@ from activity.models.chats import Chat, InferenceAttempt, Message, TurnDiff, Wor
 from activity.models.devices import Follow, Notice, NotifyPrefs, PushDevice
 from activity.models.invites import Invite, InviteState
 from activity.models.mentions import Mention
-from activity.models.views import SavedView, ViewKind
+from activity.models.views import ReviewOutcome, RunReview, SavedView, ViewKind
 from activity.models.webprompts import WebPrompt, WebPromptStatus
 
 __all__ = [
@@ -47,7 +47,9 @@ __all__ = [
     "Prompt",
     "PushDevice",
     "PromptKind",
+    "ReviewOutcome",
     "Role",
+    "RunReview",
     "SavedView",
     "TokenKind",
     "ToolActivity",

@@ -40,3 +40,33 @@ class SavedView(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ReviewOutcome(models.TextChoices):
+    GOOD = "good", "Good"
+    NEEDS_CHANGES = "needs_changes", "Needs changes"
+    BAD = "bad", "Bad"
+
+
+class RunReview(models.Model):
+    """A run's review (issue 30): asked for (``requested_*``), then done with an outcome and a
+    note (``reviewed_*``). One per run; asking again after a review starts it over."""
+
+    chat = models.OneToOneField("activity.Chat", on_delete=models.CASCADE, related_name="review")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    requested_at = models.DateTimeField(default=timezone.now)
+    outcome = models.CharField(max_length=16, choices=ReviewOutcome.choices, blank=True)
+    note = models.TextField(blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"review of {self.chat_id}"
+
+    @property
+    def done(self) -> bool:
+        return self.reviewed_at is not None

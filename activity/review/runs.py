@@ -12,6 +12,7 @@ from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
 
 from activity.core.contract import ToolApproval, ToolErrorCode, ToolStatus
 from activity.models import Chat, InferenceAttempt, Prompt, ToolActivity, Workspace
+from activity.review import reviews
 
 PAGE_SIZE = 50
 FINISHED = "end_turn"
@@ -38,6 +39,9 @@ class RunFilter(forms.Form):
     waiting = forms.BooleanField(required=False, label="waiting for an answer")
     failures = forms.BooleanField(required=False, label="has failures")
     denied = forms.BooleanField(required=False, label="a person denied something")
+    review = forms.ChoiceField(
+        required=False, choices=reviews.STATES, widget=forms.Select(attrs={"aria-label": "Review"})
+    )
 
     def __init__(self, data: object, chats: QuerySet[Chat]) -> None:
         super().__init__(data)  # type: ignore[arg-type]
@@ -78,6 +82,8 @@ class RunFilter(forms.Form):
                 chat=OuterRef("pk"), outcome=ToolApproval.DENIED, answered_by__isnull=False
             )
             chats = chats.filter(Exists(denied))
+        if f["review"]:
+            chats = chats.filter(**reviews.filtered(f["review"]))
         return chats
 
 

@@ -107,13 +107,17 @@ def _indent(text: str) -> str:
 
 
 def chat_markdown(
-    chat: Chat, turns: Iterable[tuple[InferenceAttempt, str, list[ToolActivity]]]
+    chat: Chat,
+    turns: Iterable[tuple[InferenceAttempt, str, list[ToolActivity]]],
+    review: Iterable[str] = (),
 ) -> str:
+    """The run as Markdown; ``review``: what its review says (``reviews.markdown``)."""
     parts = [
         f"# {chat.display_name}",
         "",
         f"Agent: {chat.agent_name} {chat.agent_version}".rstrip(),
         "",
+        *review,
     ]
     for number, (attempt, markdown, rows) in enumerate(turns, start=1):
         parts += [f"## Turn {number}", "", "**Prompt:**", "", fence(attempt.prompt, "text"), ""]

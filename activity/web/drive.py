@@ -23,6 +23,7 @@ from activity.live import drive, resume
 from activity.models import Chat, Role
 from activity.people import access
 from activity.push import broadcast
+from activity.review import reviews
 from activity.web.requests import HtmxRequest
 
 Action = Callable[[Chat, User], drive.Done]
@@ -103,3 +104,20 @@ def resume_run(request: HtmxRequest, chat_id: uuid.UUID) -> HttpResponse:
 def stop_run(request: HtmxRequest, chat_id: uuid.UUID) -> HttpResponse:
     """*Stop*: the run's runner ends the run and exits (``resume.stop``)."""
     return act(request, chat_id, lambda chat, user: resume.stop(chat.pk, user))
+
+
+@require_POST
+@login_required
+def review_run(request: HtmxRequest, chat_id: uuid.UUID) -> HttpResponse:
+    """Ask for the run's review, or give it (``reviews.py``); back to the run's page."""
+    chat = get_object_or_404(access.visible_chats(request.user), pk=chat_id)
+    user = request.user
+    try:
+        if request.POST.get("action") == "request":
+            reviews.request(chat, user)  # type: ignore[arg-type]
+        else:
+            outcome, note = request.POST.get("outcome", ""), request.POST.get("note", "")
+            reviews.give(chat, user, outcome, note)  # type: ignore[arg-type]
+    except Refusal as refusal:
+        return said(request, str(refusal), "refused", refusal.status)
+    return redirect("chat", chat.pk)

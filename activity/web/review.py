@@ -27,7 +27,7 @@ from activity.core.contract import ToolApproval
 from activity.models import AgentToken, Chat, InferenceAttempt, ToolActivity
 from activity.people import access, limits
 from activity.push import broadcast
-from activity.review import filters, mentions, reads
+from activity.review import filters, mentions, reads, reviews
 from activity.review.transcript import chat_markdown, interleave
 from activity.show import dom, timeline, timeline_reads
 from activity.web.requests import HtmxRequest
@@ -181,7 +181,8 @@ def transcript(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
     by_turn: dict[uuid.UUID, list[ToolActivity]] = {a.pk: [] for a in attempts}
     for row in rows:
         by_turn[row.attempt_id].append(row)
-    text = chat_markdown(chat, [(a, a.reply.markdown, by_turn[a.pk]) for a in attempts])
+    turns = [(a, a.reply.markdown, by_turn[a.pk]) for a in attempts]
+    text = chat_markdown(chat, turns, reviews.markdown(chat))
     response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="koruweb-{chat.pk}.md"'
     return response

@@ -58,6 +58,7 @@ urlpatterns = [
     path("chats/<uuid:chat_id>/mode", drive_views.mode, name="web-mode"),
     path("chats/<uuid:chat_id>/resume", drive_views.resume_run, name="resume-run"),
     path("chats/<uuid:chat_id>/stop", drive_views.stop_run, name="stop-run"),
+    path("chats/<uuid:chat_id>/review", drive_views.review_run, name="review-run"),
     path("chats/<uuid:chat_id>/changes/", change_views.changes, name="changes"),
     path("workspaces/", workspaces.workspaces, name="workspaces"),
     path("workspaces/<slug:slug>/", workspaces.workspace, name="workspace"),

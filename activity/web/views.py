@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from activity.core.refusals import Refusal
 from activity.live import answers
-from activity.models import Prompt, Role
+from activity.models import Prompt, ReviewOutcome, Role, RunReview
 from activity.notify import who
 from activity.people import access
 from activity.push import broadcast, watching
@@ -61,6 +61,8 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
         "web_prompt_chars": WEB_PROMPT_CHARS,
         "member_names": mentions.member_names(found.workspace_id),
         "following": who.follows(int(request.user.pk or 0), found),
+        "review": RunReview.objects.filter(chat=found).select_related("reviewed_by").first(),
+        "outcomes": ReviewOutcome.choices,
     }
     return render(request, "activity/runs/chat.html", context)
 

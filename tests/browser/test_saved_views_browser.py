@@ -47,3 +47,39 @@ def test_a_shared_saved_view_appears_for_another_member_and_opens_its_filter(
     shared.click()
     expect(phone.locator("select[name=status]")).to_have_value("running")
     expect(phone.locator("input[name=failures]")).to_be_checked()
+
+
+def test_a_run_is_reviewed_from_its_page_and_the_runs_list_finds_it_by_its_outcome(
+    page: Page, new_page: Any, acme: Workspace, page_errors: list[str]
+) -> None:
+    import uuid
+
+    from activity.live import presence
+    from tests import frames
+
+    chat_id = uuid.uuid4()
+    presence.claim(acme.pk, chat_id, "specific.test!r", 0, frames.secret_of(chat_id))
+    sign_in(page, member(acme, "alice", Role.APPROVER))
+    page.goto(f"/chats/{chat_id}/")
+    page.get_by_text("Review this run").click()
+    page.get_by_role("button", name="Ask for a review").click()
+    expect(page.locator(".review-state")).to_contain_text("Needs review")
+    page.get_by_text("Review this run").click()
+    page.get_by_label("Needs changes").check()
+    page.get_by_label("Note").fill("The tests are missing.")
+    page.get_by_role("button", name="Mark reviewed").click()
+    expect(page.locator(".review-state")).to_contain_text("Reviewed: needs changes by alice")
+    expect(page.locator(".review-note")).to_have_text("The tests are missing.")
+    screenshot(page, "review-desktop")
+    page.goto("/")
+    page.get_by_label("Review").select_option(label="reviewed: needs changes")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator(f"a[href='/chats/{chat_id}/']").first).to_be_visible()
+    assert page_errors == []
+    phone = new_page(**PHONE)
+    sign_in(phone, member(acme, "bob", Role.VIEWER))
+    phone.goto(f"/chats/{chat_id}/")
+    expect(phone.locator(".review-state")).to_contain_text("Reviewed: needs changes")
+    expect(phone.get_by_text("Review this run")).to_have_count(0)  # a viewer reads it only
+    assert sideways(phone) == 0
+    screenshot(phone, "review-phone")
