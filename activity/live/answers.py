@@ -29,7 +29,7 @@ from activity.core.refusals import Refusal
 from activity.live import chats
 from activity.live.work import ChatChange, Work
 from activity.models import InferenceAttempt, Prompt, PromptKind, ToolActivity
-from activity.wire.frames import Answer
+from activity.wire.orders import Answer
 
 DECISION_WORDS = {
     ChoiceIntent.ALLOW_ONCE: "Allowed once",

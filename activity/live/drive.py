@@ -7,7 +7,7 @@ whether it stays. A person's message is a ``WebPrompt``, delivered like an answe
 1. Posted, it is ``sent`` at once when the runner is connected and nothing runs; otherwise it
    is ``queued`` (shown as queued, editable and removable).
 2. A ``sent`` message goes to the runner's group (``groups.runner``) as a ``prompt`` frame
-   (``frames.WebPromptFrame``) and is kept until its turn starts: every hello sends it again
+   (``orders.WebPromptFrame``) and is kept until its turn starts: every hello sends it again
    (``on_hello``); the runner starts a message's turn once however often it gets it.
 3. The turn that runs it (``TurnStarted.web_prompt_id``) makes it ``started`` and records who
    sent the turn. When a turn ends, or the runner refuses a message, the oldest queued message
@@ -22,7 +22,7 @@ whether it stays. A person's message is a ``WebPrompt``, delivered like an answe
    its turn started, the runner refused it, a person removed it — the stored text is masked
    (``secrets.mask``, issue 22), like the turn's prompt the runner reported (``boundary.py``).
 
-A cancel (``frames.WebCancel``) and a mode switch (``frames.WebMode``) go to a connected runner
+A cancel (``orders.WebCancel``) and a mode switch (``orders.WebMode``) go to a connected runner
 at once and are not kept: a runner that is away cannot act on them. The runner's refusal of one
 (``WebRefused``) is shown on the page (``Chat.web_note``). Every change here touches the chat's
 header, so the page's drive region (rendered with it) is pushed to every viewer. A message is
@@ -56,11 +56,9 @@ from activity.wire.frames import (
     SessionInfo,
     TurnEnded,
     TurnStarted,
-    WebCancel,
-    WebMode,
-    WebPromptFrame,
     WebRefused,
 )
+from activity.wire.orders import WebCancel, WebMode, WebPromptFrame
 
 Status = WebPromptStatus
 # A batch with one of these may have made a queued message ``sent``: the pipeline sends them.

@@ -30,8 +30,8 @@ from activity.live.drive import Done, show
 from activity.live.presence import digest
 from activity.models import WebPrompt, WebPromptStatus
 from activity.models.accounts import HostRunStatus
-from activity.wire.frames import WebStop
 from activity.wire.hostframes import Resume
+from activity.wire.orders import WebStop
 
 
 def resume(chat_id: uuid.UUID, user: User) -> Done:

@@ -46,15 +46,17 @@ from activity.wire.frames import (
     CLOSE_UNAUTHORIZED,
     CLOSE_UPGRADE,
     PROTOCOL_VERSION,
+    Hello,
+    retry_after,
+)
+from activity.wire.orders import (
     Ack,
     Answer,
     Error,
-    Hello,
     WebCancel,
     WebMode,
     WebPromptFrame,
     WebStop,
-    retry_after,
     server_frame,
 )
 

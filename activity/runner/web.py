@@ -1,6 +1,6 @@
 """What the web may ask of a runner (issue 16), and what the runner tells it.
 
-A runner started with ``--allow-web`` takes a person's prompts (``frames.WebPromptFrame``),
+A runner started with ``--allow-web`` takes a person's prompts (``orders.WebPromptFrame``),
 cancels of the running turn (``WebCancel``), mode switches (``WebMode``) and the end of the run
 (``WebStop``: its turn cancelled, no queued prompt run, the runner exits) from the server.
 Prompts from every source — ``--prompt``, standard input, the web — wait in one queue and run
@@ -36,16 +36,8 @@ from activity.runner import setup
 from activity.runner.link import say
 from activity.runner.outbox import Outbox, cut_text
 from activity.runner.turns import TurnTable
-from activity.wire.frames import (
-    SESSION_ID_CHARS,
-    SessionInfo,
-    WebCancel,
-    WebMode,
-    WebPromptFrame,
-    WebRefused,
-    WebStop,
-    acp_parts,
-)
+from activity.wire.frames import SESSION_ID_CHARS, SessionInfo, WebRefused, acp_parts
+from activity.wire.orders import WebCancel, WebMode, WebPromptFrame, WebStop
 
 WebFrame = WebPromptFrame | WebCancel | WebMode | WebStop
 NOT_ALLOWED = "this runner was not started with --allow-web"

@@ -29,12 +29,7 @@ from activity.push import broadcast
 from activity.sockets import beats, watchdog
 from activity.sockets.floods import Slot, say_once, token_slot, too_many_sockets
 from activity.sockets.pipeline import RunnerSession
-from activity.wire.frames import (
-    CLOSE_PROTOCOL,
-    CLOSE_RATE,
-    CLOSE_UNAUTHORIZED,
-    CLOSE_UNAVAILABLE,
-)
+from activity.wire.frames import CLOSE_PROTOCOL, CLOSE_RATE, CLOSE_UNAUTHORIZED, CLOSE_UNAVAILABLE
 
 log = logging.getLogger(__name__)
 # What a channel layer raises when Redis is away (the in-memory layer raises none of these),

@@ -64,8 +64,6 @@ from activity.wire.frames import (
     CLOSE_UNAVAILABLE,
     CLOSE_UPGRADE,
     MAX_FRAME_BYTES,
-    Ack,
-    Error,
     Hello,
     NumberedFrame,
     Refused,
@@ -74,6 +72,7 @@ from activity.wire.frames import (
     seq_of,
     upgrade_reason,
 )
+from activity.wire.orders import Ack, Error
 
 log = logging.getLogger(__name__)
 UNAVAILABLE = "the server's database is away; reconnect and resend"

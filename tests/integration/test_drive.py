@@ -31,7 +31,7 @@ from activity.models import (
     Workspace,
 )
 from activity.runner.web import NOT_ALLOWED
-from activity.wire.frames import WebMode
+from activity.wire.orders import WebMode
 from tests.agents.real import anthropic
 from tests.agents.real.fakeapi import FakeModels, Say
 from tests.agents.real.harness import RealRun, isolated_env

@@ -25,7 +25,8 @@ from activity.runner.main import Runner
 from activity.runner.options import Options
 from activity.runner.outbox import Outbox
 from activity.runner.turns import TurnTable
-from activity.wire.frames import Answer, runner_frame
+from activity.wire.frames import runner_frame
+from activity.wire.orders import Answer
 from tests.agents.secret_ids_agent import ALLOW_ID, IDS
 
 AGENT = [

@@ -29,14 +29,8 @@ from activity.runner.options import Options
 from activity.runner.outbox import Outbox
 from activity.runner.turns import TurnTable
 from activity.runner.web import NOT_ALLOWED, NOT_RUNNING, Web
-from activity.wire.frames import (
-    Answer,
-    SessionInfo,
-    WebCancel,
-    WebMode,
-    WebPromptFrame,
-    runner_frame,
-)
+from activity.wire.frames import SessionInfo, runner_frame
+from activity.wire.orders import Answer, WebCancel, WebMode, WebPromptFrame
 
 AGENT = [sys.executable, str(Path(__file__).resolve().parent.parent / "agents" / "sdk_agent.py")]
 WITHIN = 30.0  # a runner that has not got there by then never will: fail rather than hang
