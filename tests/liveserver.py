@@ -214,7 +214,14 @@ class Server(Daphne):
     ) -> None:
         """``env``: more settings for the child, e.g. ``{"WATCHING_HEARTBEAT_SECONDS": "1"}``;
         ``app``: another ASGI application than koruweb's (one that wraps it for a test)."""
-        extra = {"DATABASE_URL": database_url(), "PYTHONPATH": str(BASE_DIR)}
+        extra = {
+            "DATABASE_URL": database_url(),
+            "PYTHONPATH": str(BASE_DIR),
+            # The child shares the test database: its notifier would claim the notices of
+            # whichever test runs beside it and sign them with its own VAPID key. Off unless a
+            # test asks for it (tests/browser/test_notifications_browser.py).
+            "NOTIFY_POLL_MS": str(24 * 3600 * 1000),
+        }
         if redis:
             extra["REDIS_URL"] = REDIS_URL
         if grace is not None:
