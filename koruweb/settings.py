@@ -268,6 +268,9 @@ HELLO_TIMEOUT_SECONDS = envint("HELLO_TIMEOUT_SECONDS", 10, minimum=1)
 SOCKETS_PER_PERSON = envint("SOCKETS_PER_PERSON", 50, minimum=1)
 SOCKETS_PER_TOKEN = envint("SOCKETS_PER_TOKEN", 20, minimum=1)
 HOST_SOCKETS_PER_TOKEN = envint("HOST_SOCKETS_PER_TOKEN", 5, minimum=1)
+# The pages open at once on one share link (activity/sockets/shared.py): a link handed around
+# cannot hold more of the server than this.
+SHARE_SOCKETS_PER_LINK = envint("SHARE_SOCKETS_PER_LINK", 20, minimum=1)
 CACHES: dict[str, Any] = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "login_throttle": (

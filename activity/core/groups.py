@@ -68,3 +68,9 @@ def runs(workspace_id: uuid.UUID | str) -> str:
     """The runs-list sockets of a workspace's members (any role); receive ``{"type":
     "runs.changed", "text": <JSON>}`` with a run's line, rendered once (``needs.py``)."""
     return f"runs-{workspace_id}"
+
+
+def share(link_id: int) -> str:
+    """The sockets of the pages open on one share link (``sockets/shared.py``); told
+    ``share.ended`` — ``{"why": words}`` — when the link is revoked: they close."""
+    return f"share-{link_id}"

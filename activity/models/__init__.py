@@ -2,7 +2,8 @@
 
 ``chats`` (workspaces, chats, turns, replies), ``calls`` (ToolActivity rows, prompts, comments),
 ``accounts`` (memberships, agent tokens, hosts and their runs), ``invites``, ``mentions``,
-``webprompts`` (a person's messages to a run), ``views`` (saved filters) and ``devices``
+``webprompts`` (a person's messages to a run), ``views`` (saved filters, run reviews),
+``shares`` (read-only links to a run) and ``devices``
 (browsers that get notifications, and what is owed to each). The app label stays ``activity``
 and the tables keep their names, so moving a model between these modules needs no migration.
 
@@ -25,6 +26,7 @@ from activity.models.chats import Chat, InferenceAttempt, Message, TurnDiff, Wor
 from activity.models.devices import Follow, Notice, NotifyPrefs, PushDevice
 from activity.models.invites import Invite, InviteState
 from activity.models.mentions import Mention
+from activity.models.shares import ShareLink
 from activity.models.views import ReviewOutcome, RunReview, SavedView, ViewKind
 from activity.models.webprompts import WebPrompt, WebPromptStatus
 
@@ -51,6 +53,7 @@ __all__ = [
     "Role",
     "RunReview",
     "SavedView",
+    "ShareLink",
     "TokenKind",
     "ToolActivity",
     "TurnDiff",

@@ -22,6 +22,9 @@ class Workspace(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
+    # The least role that may make a run's share link (activity/review/shares.py): "admin" or
+    # "approver"; an admin chooses it on the workspace's page.
+    share_role = models.CharField(max_length=16, default="admin")
 
     class Meta:
         ordering = ["name"]

@@ -42,28 +42,29 @@ def render_inbox(user: Any) -> str:
     )
 
 
-def fragments(c: reads.Changes) -> list[str]:
-    """What brings a page from ``c.since`` to ``c.version``: fragments, in the order they apply."""
+def fragments(c: reads.Changes, shared: bool = False) -> list[str]:
+    """What brings a page from ``c.since`` to ``c.version``: fragments, in the order they apply.
+    ``shared``: as a share link's page draws them (``review/shares.py``): none of the team's
+    own, and no filter bar."""
     parts: list[str] = []
-    ctx = {"chat": c.chat, "oob": True}
+    ctx = {"chat": c.chat, "oob": True, "shared": shared}
     if c.meta:
         parts.append(render_to_string(f"{PARTS}#chat-head", ctx))
     if c.new_turns:
-        new = {"turns": c.new_turns, "turns_id": dom.TURNS}
+        new = {"turns": c.new_turns, "turns_id": dom.TURNS, "shared": shared}
         parts.append(render_to_string(f"{PARTS}#push-new-turns", new))
     parts += [render_to_string(f"{PARTS}#turn-head", {**ctx, "turn": t}) for t in c.turns]
     for flow in c.flows:
         parts.append(texts(flow))
         if flow.added:
             target = tbody(flow.attempt_id, flow.at)
-            parts.append(
-                render_to_string(f"{PARTS}#push-new-rows", {"target": target, "rows": flow.added})
-            )
+            added = {"target": target, "rows": flow.added, "shared": shared}
+            parts.append(render_to_string(f"{PARTS}#push-new-rows", added))
         if flow.segments:
-            parts.append(segments(flow, flow.segments))
+            parts.append(segments(flow, flow.segments, shared))
     if c.rows:
         parts.append(render_to_string(f"{PARTS}#push-rows", {**ctx, "rows": c.rows}))
-    if c.panel is not None:
+    if c.panel is not None and not shared:
         parts.append(filter_bar(c.panel))
     return parts
 
@@ -81,9 +82,10 @@ def texts(flow: reads.Flow) -> str:
     return "".join(html)
 
 
-def segments(flow: reads.Flow, new: list[Segment]) -> str:
+def segments(flow: reads.Flow, new: list[Segment], shared: bool = False) -> str:
     """New segments, appended to the turn's reply."""
     context = {"target": dom.reply(flow.reply_id), "segments": new, "attempt_id": flow.attempt_id}
+    context["shared"] = shared
     return render_to_string(f"{PARTS}#push-segments", context)
 
 
@@ -103,23 +105,26 @@ def push_text(since: int, version: int, html: str) -> str:
     return json.dumps({"from": since, "to": version, "content": html})
 
 
-def render_push(chat_id: uuid.UUID, since: int, catch_up: bool = False) -> list[str]:
+def render_push(
+    chat_id: uuid.UUID, since: int, catch_up: bool = False, shared: bool = False
+) -> list[str]:
     """What brings a page from version ``since`` to now, as push texts to send in order, none
     longer than ``PUSH_MAX_BYTES``: one push (one render, as ever) when the change fits, else
     its parts, else one telling the page to fetch its regions over HTTP. A page catching up
     (``catch_up``: one page's own request, after it was away) that missed more calls than a
     page shows is told to fetch its regions too: the window a fresh load draws costs less than
-    every call it missed (bench/README.md, "Catch-up")."""
+    every call it missed (bench/README.md, "Catch-up"). ``shared``: for a share link's pages
+    (``fragments``)."""
     c = reads.changes(chat_id, since)
     if since > c.version:  # the page says it is ahead of the database: it fetches the truth
         return [json.dumps({"from": since, "to": c.version, "reload": True})]
     if catch_up and brought(c) > reads.LIVE_ROWS:
         return [json.dumps({"from": since, "to": c.version, "reload": True})]
     to = c.version
-    text = push_text(since, to, "".join(fragments(c)))
+    text = push_text(since, to, "".join(fragments(c, shared)))
     if len(text) <= settings.PUSH_MAX_BYTES:  # ASCII (json.dumps escapes the rest): len = bytes
         return [text]
-    return split(since, to, list(units(c)), settings.PUSH_MAX_BYTES)
+    return split(since, to, list(units(c, shared)), settings.PUSH_MAX_BYTES)
 
 
 def brought(c: reads.Changes) -> int:
@@ -142,40 +147,43 @@ class Unit:
     opens: tuple[str, ...] = ()  # the tables a new turn or segment brings: their rows follow
 
 
-def units(c: reads.Changes) -> Iterator[Unit]:
+def units(c: reads.Changes, shared: bool = False) -> Iterator[Unit]:
     """``fragments(c)`` cut as fine as a page can apply them: a new turn's section, or a new
     segment, comes without its rows, which follow it one by one (``split`` keeps them out of
     its part)."""
-    ctx = {"chat": c.chat, "oob": True}
+    ctx = {"chat": c.chat, "oob": True, "shared": shared}
     if c.meta:
         yield Unit(render_to_string(f"{PARTS}#chat-head", ctx))
     for turn in c.new_turns:
         bare = [replace(s, rows=[]) for s in turn.segments]
-        shell = {"turns": [replace(turn, rows=[], segments=bare)], "turns_id": dom.TURNS}
+        shell: dict[str, Any] = {"turns": [replace(turn, rows=[], segments=bare)]}
+        shell |= {"turns_id": dom.TURNS, "shared": shared}
         opens = tuple(tbody(turn.attempt.pk, s.offset) for s in turn.segments)
         yield Unit(render_to_string(f"{PARTS}#push-new-turns", shell), opens=opens)
         for segment in turn.segments:
-            yield from (new_row(row, turn.attempt.pk, segment.offset) for row in segment.rows)
+            for row in segment.rows:
+                yield new_row(row, turn.attempt.pk, segment.offset, shared)
     for t in c.turns:
         yield Unit(render_to_string(f"{PARTS}#turn-head", {**ctx, "turn": t}))
     for flow in c.flows:
         if flow.reply is not None:
             yield Unit(texts(flow))
-        yield from (new_row(row, flow.attempt_id, flow.at) for row in flow.added)
+        yield from (new_row(row, flow.attempt_id, flow.at, shared) for row in flow.added)
         if flow.segments:
             bare = [replace(s, rows=[]) for s in flow.segments]
             opens = tuple(tbody(flow.attempt_id, s.offset) for s in flow.segments)
-            yield Unit(segments(flow, bare), opens=opens)
+            yield Unit(segments(flow, bare, shared), opens=opens)
         for segment in flow.segments:
-            yield from (new_row(row, flow.attempt_id, segment.offset) for row in segment.rows)
+            for row in segment.rows:
+                yield new_row(row, flow.attempt_id, segment.offset, shared)
     for row in c.rows:
         yield Unit(render_to_string(f"{PARTS}#tool-row", {**ctx, "row": row}), "push-rows")
-    if c.panel is not None:
+    if c.panel is not None and not shared:
         yield Unit(filter_bar(c.panel))
 
 
-def new_row(row: Any, attempt_id: uuid.UUID, offset: int) -> Unit:
-    html = render_to_string(f"{PARTS}#tool-row", {"row": row})
+def new_row(row: Any, attempt_id: uuid.UUID, offset: int, shared: bool = False) -> Unit:
+    html = render_to_string(f"{PARTS}#tool-row", {"row": row, "shared": shared})
     return Unit(html, "push-new-rows", tbody(attempt_id, offset))
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from django import template
+from django.template import Context
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -45,9 +46,11 @@ def call_status(row: ToolActivity) -> SafeString:
     return html
 
 
-@register.simple_tag
-def turn_status(attempt: InferenceAttempt) -> SafeString:
-    who = statuses.canceller(attempt) if attempt.stop_reason == "cancelled" else None
+@register.simple_tag(takes_context=True)
+def turn_status(context: Context, attempt: InferenceAttempt) -> SafeString:
+    """A turn's status; on a share link's page (``shared``) without who cancelled it."""
+    named = attempt.stop_reason == "cancelled" and not context.get("shared")
+    who = statuses.canceller(attempt) if named else None
     return badge(statuses.turn_status(attempt, who))
 
 

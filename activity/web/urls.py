@@ -7,7 +7,7 @@ from activity.web import drive as drive_views
 from activity.web import hosts as host_views
 from activity.web import invites as invite_views
 from activity.web import mentions as mention_views
-from activity.web import notifications, review, saved, views, workspaces
+from activity.web import notifications, review, saved, shares, views, workspaces
 from activity.web import search as search_views
 
 urlpatterns = [
@@ -60,6 +60,9 @@ urlpatterns = [
     path("chats/<uuid:chat_id>/stop", drive_views.stop_run, name="stop-run"),
     path("chats/<uuid:chat_id>/review", drive_views.review_run, name="review-run"),
     path("chats/<uuid:chat_id>/changes/", change_views.changes, name="changes"),
+    path("chats/<uuid:chat_id>/share", shares.make, name="share-run"),
+    path("shares/<int:link_id>/revoke", shares.revoke, name="revoke-share"),
+    path("s/<str:token>/", shares.shared, name="shared"),
     path("workspaces/", workspaces.workspaces, name="workspaces"),
     path("workspaces/<slug:slug>/", workspaces.workspace, name="workspace"),
     path("workspaces/<slug:slug>/members/add", workspaces.add_member, name="add-member"),
@@ -73,6 +76,7 @@ urlpatterns = [
         workspaces.remove_member,
         name="remove-member",
     ),
+    path("workspaces/<slug:slug>/sharing", workspaces.sharing, name="workspace-sharing"),
     path("workspaces/<slug:slug>/tokens/create", workspaces.create_token, name="create-token"),
     path(
         "workspaces/<slug:slug>/tokens/<int:token_id>/revoke",

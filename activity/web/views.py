@@ -18,7 +18,7 @@ from activity.notify import who
 from activity.people import access
 from activity.push import broadcast, watching
 from activity.push import inbox as needs
-from activity.review import filters, mentions, reads
+from activity.review import filters, mentions, reads, shares
 from activity.review import runs as runs_list
 from activity.show import dom
 from activity.web.requests import HtmxRequest
@@ -64,6 +64,9 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
         "review": RunReview.objects.filter(chat=found).select_related("reviewed_by").first(),
         "outcomes": ReviewOutcome.choices,
     }
+    if shares.may_share(request.user, found):
+        context |= {"can_share": True, "share_lasts": shares.LASTS}
+        context["share_links"] = shares.live_links(found).select_related("created_by")
     return render(request, "activity/runs/chat.html", context)
 
 

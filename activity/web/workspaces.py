@@ -37,6 +37,7 @@ from activity.people.workspaces import (
     roles,
 )
 from activity.push import broadcast
+from activity.review import shares
 
 PAGE = "activity/people/workspace.html"
 LIST = "activity/people/workspaces.html"
@@ -95,6 +96,18 @@ def add_member(request: HttpRequest, workspace: Workspace) -> HttpResponse:
             raise Invalid(f"{username} is already a member of {workspace}, as {found.role}.")
         Membership.objects.create(workspace=workspace, user_id=user.pk, role=role)
     messages.success(request, f"Added {username} to {workspace} as {role}.")
+    return redirect("workspace", workspace.slug)
+
+
+@admin_action
+def sharing(request: HttpRequest, workspace: Workspace) -> HttpResponse:
+    """Which members may make a run's share link: admins, or approvers and admins."""
+    role = request.POST.get("share_role", "")
+    if role not in shares.SHARE_ROLES:
+        raise Invalid("Links are made by admins, or by approvers and admins.")
+    shares.set_role(workspace, role)
+    who = shares.SHARE_ROLES[role]
+    messages.success(request, f"Share links in {workspace} are made by its {who}.")
     return redirect("workspace", workspace.slug)
 
 
@@ -189,6 +202,8 @@ def page(
         "roles": Role.choices,
         "runs": workspace.chats.count(),
         "retention_days": settings.RETENTION_DAYS,
+        "share_links": shares.listed(workspace),
+        "share_roles": shares.SHARE_ROLES,
         "error": error,
     }
     if new_token is not None:

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
@@ -33,7 +32,6 @@ from activity.sockets import revoke
 from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_GONE, CLOSE_UNAUTHORIZED
 from koruweb.asgi import application
 from tests import factories, frames
-from tests.liveserver import REDIS_URL
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 ORIGIN = (b"origin", b"http://localhost")
@@ -45,31 +43,6 @@ QUIET = 0.5  # how long a socket that must hear nothing more is listened to
 async def close_connections():
     yield
     await database_sync_to_async(connections.close_all)()
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def layer(request: pytest.FixtureRequest, settings: Any):
-    """The channel layer revocations travel on: this process's memory, or Redis (team mode)
-    under a prefix of its own."""
-    if request.param == "memory":
-        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-        yield
-        return
-    settings.REDIS_URL = REDIS_URL
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "koruweb.layers.RedisLayer",
-            "CONFIG": {
-                "hosts": [{"address": REDIS_URL, **settings.REDIS_CLIENT}],
-                "prefix": f"koruweb-test-{uuid.uuid4().hex[:8]}",
-                "brpop_timeout": 1,
-            },
-        }
-    }
-    yield
-    channel_layer = get_channel_layer()
-    await channel_layer.flush()
-    await channel_layer.close_pools()
 
 
 # --- the people's browsers and what they hear ---------------------------------------------------

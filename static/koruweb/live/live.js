@@ -110,7 +110,7 @@
   const WHY = {
     4401: signIn,
     4403: () => ["No longer a member of ", isolated(workspace())],
-    4410: () => ["This run was deleted"],
+    4410: () => [live.dataset.gone || "This run was deleted"], // a share link's page says more
     4429: () => ["Too many pages open — close some, then reload this one"],
   };
   const end = (code, ending) => {
