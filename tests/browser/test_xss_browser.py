@@ -25,6 +25,7 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from activity.models import AgentToken, Chat, Membership, Prompt, Role, ToolActivity, Workspace
+from activity.review import shares
 from activity.review.mentions import add_comment
 from activity.review.reads import on_page
 from tests import frames
@@ -392,9 +393,12 @@ def test_no_payload_in_any_field_an_agent_or_a_person_controls_runs_on_any_page(
     shown = page.locator("#live ~ .answering").inner_text()
     assert [p for p in corpus if p not in shown] == [], "payloads missing: the test lost a field"
 
-    # The turn as it happened, a permalink, a prompt's and a comment's own pages.
+    # The turn as it happened, a permalink, a prompt's and a comment's own pages, the run as a
+    # share link shows it (and the workspace page that lists the link).
     big_turn = rows[0].attempt_id
+    link = shares.make(Chat.objects.get(pk=runner.chat_id), root, 24)
     for path in (
+        f"/s/{link.token}/",
         f"/chats/{runner.chat_id}/turns/{big_turn}/",
         f"/chats/{runner.chat_id}/turns/{big_turn}/?page=2",  # a turn page holds 100 calls
         f"/tools/{rows[3].pk}/",

@@ -166,7 +166,7 @@ def test_the_workspace_page_lists_its_live_links_who_made_them_and_when_they_wer
     assert {int(pk) for pk, _ in rows} == set(
         ShareLink.objects.exclude(pk=gone.pk).values_list("pk", flat=True)
     )
-    by_hint = {row: text for _, text in rows for row in [re.search(r"<code>(\w+)…", text)[1]]}  # type: ignore[index]
+    by_hint = {row: text for _, text in rows for row in [re.search(r"<code>([\w-]+)…", text)[1]]}  # type: ignore[index]
     assert "never" in by_hint[never.split("/")[2][:6]]
     assert "never" not in by_hint[opened.split("/")[2][:6]]
     assert all(acme_admin.get_username() in text for text in by_hint.values())
@@ -187,3 +187,29 @@ def test_only_the_links_hash_is_kept(acme, as_admin):
     token = path.split("/")[2]
     link = ShareLink.objects.get()
     assert token not in link.token_hash and link.token_hash == shares.digest(token)
+
+
+def test_holding_a_link_opens_nothing_else_of_the_run_or_the_workspace(acme, as_admin):
+    chat = busy_run(acme)
+    visitor = Client()
+    visitor.get(share(as_admin, chat))
+    call = ToolActivity.objects.filter(chat=chat).first()
+    assert call is not None
+    for path in (
+        f"/chats/{chat.pk}/",
+        f"/chats/{chat.pk}/transcript.md",
+        f"/api/chats/{chat.pk}/tool-activity",
+        f"/chats/{chat.pk}/changes/",
+        f"/tools/{call.pk}/",
+        "/workspaces/acme/",
+    ):
+        assert visitor.get(path).status_code in (302, 401, 403, 404), path
+    for path, form in (
+        (f"/tools/{call.pk}/comments", {"text": "hi"}),
+        (f"/chats/{chat.pk}/messages", {"text": "rm -rf /"}),
+        (f"/chats/{chat.pk}/share", {"hours": "24"}),
+        (f"/shares/{ShareLink.objects.get().pk}/revoke", {}),
+    ):
+        assert visitor.post(path, form).status_code in (302, 401, 403), path
+    assert ShareLink.objects.get().live and ShareLink.objects.count() == 1
+    assert not chat.web_prompts.exists()
