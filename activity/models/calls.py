@@ -164,6 +164,9 @@ class Prompt(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     notified_at = models.DateTimeField(null=True, blank=True)
     settled_told_at = models.DateTimeField(null=True, blank=True)
+    # When the workspace's webhooks were told it waits, and that it was answered (notify/hooks).
+    hooked_at = models.DateTimeField(null=True, blank=True)
+    answer_hooked_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveBigIntegerField(default=0)
     created_version = models.PositiveBigIntegerField(default=0)
 

@@ -66,6 +66,9 @@ class Chat(models.Model):
     usage: models.JSONField[Any] = models.JSONField(null=True, blank=True)
     # Runner presence: whether its socket is up, and since when it is not.
     runner_connected = models.BooleanField(default=False)
+    hooked_at = models.DateTimeField(
+        null=True, blank=True
+    )  # webhooks told it started (notify/hooks)
     runner_left_at = models.DateTimeField(null=True, blank=True)
     runner_channel = models.CharField(max_length=200, blank=True)  # the latest runner socket
     # sha256 of the secret its runner sent in the hello that made the chat (frames.Hello): only
@@ -258,6 +261,8 @@ class InferenceAttempt(models.Model):
     )
     cancel_asked_at = models.DateTimeField(null=True, blank=True)
     told_at = models.DateTimeField(null=True, blank=True)  # its followers told it ended (notify/)
+    mailed_at = models.DateTimeField(null=True, blank=True)  # … and mailed (notify/mail)
+    hooked_at = models.DateTimeField(null=True, blank=True)  # webhooks told it ended (notify/hooks)
     # What the turn changed in the run's git working tree: {"files", "added", "removed"} (its
     # diff: ``TurnDiff``); None for a turn that did not say (a run outside git).
     changed: models.JSONField[Any] = models.JSONField(null=True, blank=True)

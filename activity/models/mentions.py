@@ -19,6 +19,8 @@ class Mention(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     seen_at = models.DateTimeField(null=True, blank=True)  # opened or dismissed
     notified_at = models.DateTimeField(null=True, blank=True)  # their browsers told (notify/)
+    mailed_at = models.DateTimeField(null=True, blank=True)  # mailed (notify/mail)
+    hooked_at = models.DateTimeField(null=True, blank=True)  # webhooks told (notify/hooks)
 
     class Meta:
         ordering = ["-created_at"]
