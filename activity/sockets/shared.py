@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 # The head of a push as ``pushes.push_text`` and ``split`` write it (json.dumps, keys in order).
 HEAD = re.compile(r'\{"from": (\d+), "to": (\d+)(?:, "part": (\d+))?')
 BEACON_END = '"content": ""}'
-DRAWN = 32  # changes kept drawn for a link's next page in this process
+DRAWN = 4  # changes kept drawn for a link's next page in this process
 _drawn: OrderedDict[tuple[uuid.UUID, int, int], list[str]] = OrderedDict()
 
 
@@ -77,6 +77,7 @@ class SharedConsumer(Relay):
     expiry: asyncio.TimerHandle | None = None
     ending: asyncio.Task[None] | None = None
     held: list[str] | None = None  # pushes that came while a catch-up was being rendered
+    sent_to = 0  # the version the last push sent here brings its page to
     ended = False
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -155,8 +156,12 @@ class SharedConsumer(Relay):
         elif head.group(3) not in (None, "1"):
             return  # a later part of a change: the first part's drawing brought all of it
         else:
+            start, to = int(head.group(1)), int(head.group(2))
+            if self.sent_to >= to:
+                return  # this page was sent that change already (a drawing reaches the latest)
             try:
-                texts = await drawn(self.chat_id or uuid.UUID(int=0), *map(int, head.group(1, 2)))
+                since = max(start, self.sent_to)  # from where this page stands: no gap to ask
+                texts = await drawn(self.chat_id or uuid.UUID(int=0), since, to)
             except Exception as fault:  # the database away: the page reconnects and catches up
                 log.warning("drawing a push for share link %s failed: %r", self.link_id, fault)
                 await self.end(CLOSE_UNAVAILABLE, "the server is reconnecting")
@@ -170,8 +175,12 @@ class SharedConsumer(Relay):
     async def send(
         self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
     ) -> None:
-        if not self.ended:
-            await super().send(text_data, bytes_data, close)
+        if self.ended:
+            return
+        head = HEAD.match(text_data or "", 0, 80)
+        if head is not None and not (text_data or "").endswith(BEACON_END):  # a change, not a beat
+            self.sent_to = max(self.sent_to, int(head.group(2)))
+        await super().send(text_data, bytes_data, close)
 
     async def share_ended(self, event: dict[str, Any]) -> None:
         await self.end(CLOSE_GONE, str(event.get("why") or shares.REVOKED))

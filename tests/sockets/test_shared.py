@@ -218,3 +218,42 @@ async def test_deleting_a_run_closes_the_pages_open_on_its_links(layer, acme, ac
         assert not await database_sync_to_async(ShareLink.objects.exists)()
     finally:
         await page.disconnect()
+
+
+@database_sync_to_async
+def version_of(chat_id: uuid.UUID) -> int:
+    return int(Chat.objects.get(pk=chat_id).version)
+
+
+async def test_a_link_page_open_during_a_burst_ends_at_the_runs_version_with_every_change(
+    acme, acme_admin
+):
+    """A page follows the push chain as live.js does (applies a push that starts where it
+    stands, asks for what it missed on a gap); a burst of changes, each pushed at once, while
+    two pages of the link are open, leaves both at the run's version, with every change's
+    text drawn for them."""
+    chat, token = await shared_run(acme, acme_admin)
+    pages = [await joined(token), await joined(token)]
+    shown = [await version_of(chat.pk)] * len(pages)
+    texts: list[list[str]] = [[], []]
+    try:
+        for seq in range(3, 43):
+            await change(chat.pk, frames.tool_call(seq, f"burst-{seq}", f"step {seq}"))
+        final = await version_of(chat.pk)
+        for n, page in enumerate(pages):
+            async with asyncio.timeout(10):
+                while shown[n] < final:
+                    push = json.loads((await page.receive_output(timeout=5))["text"])
+                    if push.get("from") == shown[n] and push["to"] > shown[n]:
+                        assert "reload" not in push and push.get("parts", 1) == 1
+                        shown[n] = push["to"]
+                        texts[n].append(push["content"])
+                    elif push["to"] > shown[n]:  # a gap: ask, as live.js does
+                        await page.send_to(text_data=json.dumps({"since": shown[n]}))
+        for n in range(len(pages)):
+            drawn = "".join(texts[n])
+            assert all(f"step {seq}" in drawn for seq in range(3, 43))
+            assert "comment-form" not in drawn
+    finally:
+        for page in pages:
+            await page.disconnect()
