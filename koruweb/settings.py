@@ -342,3 +342,48 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"activity": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")}},
 }
+
+# --- Email (issue 31: docs/email.md) -------------------------------------------------------
+# Mail goes out through SMTP, set from the environment under the names Django's EMAIL_* settings
+# had; Django 6.1 deprecates those settings for MAILERS, so they fill the default mailer's.
+EMAIL_BACKEND_PATH = envstr("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+_smtp: dict[str, Any] = {
+    "host": envstr("EMAIL_HOST", "localhost"),
+    "port": envint("EMAIL_PORT", 25, minimum=1),
+    "username": envstr("EMAIL_HOST_USER", ""),
+    "password": envstr("EMAIL_HOST_PASSWORD", ""),
+    "use_tls": envbool("EMAIL_USE_TLS", False),
+    "use_ssl": envbool("EMAIL_USE_SSL", False),
+    "timeout": envint("EMAIL_TIMEOUT", 20, minimum=1),
+}
+if _smtp["use_tls"] and _smtp["use_ssl"]:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL: set one of them, not both")
+MAILERS = {
+    "default": {
+        "BACKEND": EMAIL_BACKEND_PATH,
+        "OPTIONS": _smtp if EMAIL_BACKEND_PATH.endswith("smtp.EmailBackend") else {},
+    }
+}
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "koruweb <koruweb@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# The address people reach this server at: every link in a mail starts with it.
+KORUWEB_BASE_URL = envstr("KORUWEB_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# How long an address's confirmation link works (hours), and a password reset link (seconds).
+EMAIL_CONFIRM_HOURS = envint("EMAIL_CONFIRM_HOURS", 48, minimum=1)
+PASSWORD_RESET_TIMEOUT = envint("PASSWORD_RESET_TIMEOUT", 3600, minimum=60)
+# Password reset requests per address asked for, and per client address, within an hour.
+PASSWORD_RESETS_PER_ADDRESS = envint("PASSWORD_RESETS_PER_ADDRESS", 5, minimum=1)
+PASSWORD_RESETS_PER_CLIENT = envint("PASSWORD_RESETS_PER_CLIENT", 20, minimum=1)
+
+# --- Webhooks (issue 31: docs/webhooks.md) -------------------------------------------------
+# A webhook may post to loopback, link-local and private addresses only with this on (a cloud
+# metadata address never); plain http to a public address only with WEBHOOKS_ALLOW_HTTP.
+WEBHOOKS_ALLOW_PRIVATE = envbool("WEBHOOKS_ALLOW_PRIVATE", False)
+WEBHOOKS_ALLOW_HTTP = envbool("WEBHOOKS_ALLOW_HTTP", False)
+# Seconds one attempt may take to connect and to each read (the whole attempt at most twice).
+WEBHOOK_TIMEOUT_SECONDS = envint("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
+# A failed attempt is tried again WEBHOOK_RETRY_SECONDS * 2**(attempts-1) later, up to
+# WEBHOOK_MAX_TRIES attempts in all; the delivery log keeps WEBHOOK_KEEP_DAYS of deliveries.
+WEBHOOK_RETRY_SECONDS = envint("WEBHOOK_RETRY_SECONDS", 30, minimum=1)
+WEBHOOK_MAX_TRIES = envint("WEBHOOK_MAX_TRIES", 8, minimum=1)
+WEBHOOK_KEEP_DAYS = envint("WEBHOOK_KEEP_DAYS", 14, minimum=1)

@@ -11,8 +11,8 @@ from activity.web.output import highlight_css
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", LoginView.as_view(), name="login"),  # wrong passwords limited
-    # Django's accounts views but the password reset: people have no email (an admin sets a
-    # forgotten password), so nothing may send or take a reset link.
+    # Django's accounts views; the password reset, by mail to a confirmed address, is mounted
+    # at /accounts/password-reset/ with the email views (activity/web/urls.py, docs/email.md).
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "accounts/password_change/",

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-pytest_plugins = ["tests.agents.real.fixtures", "tests.members"]
+pytest_plugins = ["tests.agents.real.fixtures", "tests.members", "tests.notify.smtpserver"]
 
 _tmp = Path(tempfile.mkdtemp(prefix="koruweb-tests-"))
 

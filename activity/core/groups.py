@@ -35,8 +35,9 @@ def inbox(workspace_id: uuid.UUID | str) -> str:
 
 def person(user_id: int) -> str:
     """The needs sockets of one person's pages; told ``mentions.changed`` with ``"text"``:
-    ``{"mentions": n, "said": words or absent}`` when a comment mentions them or they open or
-    dismiss a mention (``needs.tell_mentions``)."""
+    ``{"mentions": n, "reviews": m, "said": words or absent}`` when a comment mentions them or
+    they open or dismiss a mention, or a run's review is assigned to them, opened or given
+    (``needs.tell_mentions``)."""
     return f"person-{user_id}"
 
 

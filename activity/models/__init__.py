@@ -2,7 +2,8 @@
 
 ``chats`` (workspaces, chats, turns, replies), ``calls`` (ToolActivity rows, prompts, comments),
 ``accounts`` (memberships, agent tokens, hosts and their runs), ``invites``, ``mentions``,
-``webprompts`` (a person's messages to a run), ``views`` (saved filters, run reviews),
+``webprompts`` (a person's messages to a run), ``views`` (saved filters, run reviews,
+who is asked to give them),
 ``shares`` (read-only links to a run), ``mail`` (addresses and mails), ``hooks``
 (workspace webhooks) and ``devices``
 (browsers that get notifications, and what is owed to each). The app label stays ``activity``
@@ -30,7 +31,13 @@ from activity.models.invites import Invite, InviteState
 from activity.models.mail import EmailAddress, Mail, MailPrefs
 from activity.models.mentions import Mention
 from activity.models.shares import ShareLink
-from activity.models.views import ReviewOutcome, RunReview, SavedView, ViewKind
+from activity.models.views import (
+    ReviewAssignment,
+    ReviewOutcome,
+    RunReview,
+    SavedView,
+    ViewKind,
+)
 from activity.models.webprompts import WebPrompt, WebPromptStatus
 
 __all__ = [
@@ -59,6 +66,7 @@ __all__ = [
     "Prompt",
     "PushDevice",
     "PromptKind",
+    "ReviewAssignment",
     "ReviewOutcome",
     "Role",
     "RunReview",

@@ -175,6 +175,19 @@ class Prompt(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["chat", "request_id"], name="one_prompt_per_request")
         ]
+        # What the webhooks are still owed, found without reading every prompt (notify/hooks).
+        indexes = [
+            models.Index(
+                fields=["hooked_at"],
+                condition=models.Q(hooked_at__isnull=True),
+                name="prompts_hook_owed",
+            ),
+            models.Index(
+                fields=["answer_hooked_at"],
+                condition=models.Q(answer_hooked_at__isnull=True),
+                name="prompts_answer_hook_owed",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.request_id} in {self.chat_id}"

@@ -112,7 +112,14 @@ class Chat(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["workspace", "-created_at"])]
+        indexes = [
+            models.Index(fields=["workspace", "-created_at"]),
+            models.Index(  # runs the webhooks are still owed (notify/hooks)
+                fields=["hooked_at"],
+                condition=models.Q(hooked_at__isnull=True),
+                name="chats_hook_owed",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title or str(self.id)
@@ -271,6 +278,13 @@ class InferenceAttempt(models.Model):
 
     class Meta:
         ordering = ["started_at", "created_version"]
+        indexes = [
+            models.Index(  # turns the webhooks are still owed (notify/hooks)
+                fields=["hooked_at"],
+                condition=models.Q(hooked_at__isnull=True),
+                name="turns_hook_owed",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"turn {self.id}"

@@ -25,6 +25,8 @@ class Invite(models.Model):
     )
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
     note = models.CharField(max_length=100, blank=True)  # whom it is for, as the admin put it
+    # An address the new member gets, unconfirmed: its link is mailed once they join (issue 31).
+    email = models.EmailField(max_length=254, blank=True)
     digest = models.CharField(max_length=64, unique=True, editable=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"

@@ -27,7 +27,14 @@ class Mention(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["comment", "user"], name="one_mention_per_comment")
         ]
-        indexes = [models.Index(fields=["user", "seen_at"], name="mentions_waiting")]
+        indexes = [
+            models.Index(fields=["user", "seen_at"], name="mentions_waiting"),
+            models.Index(  # mentions the webhooks are still owed (notify/hooks)
+                fields=["hooked_at"],
+                condition=models.Q(hooked_at__isnull=True),
+                name="mentions_hook_owed",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"@{self.name} in {self.comment_id}"

@@ -70,3 +70,29 @@ class RunReview(models.Model):
     @property
     def done(self) -> bool:
         return self.reviewed_at is not None
+
+
+class ReviewAssignment(models.Model):
+    """A member asked to give a run's review (the review queue: activity/review/queue.py).
+    In their inbox until they open the run from it (``seen_at``) or the review is given; kept
+    after that, for the queue's progress. ``notified_at``: their browsers were told (notify/).
+    Asking for the review again clears both, so they are told again."""
+
+    review = models.ForeignKey(RunReview, on_delete=models.CASCADE, related_name="assignments")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    assigned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    assigned_at = models.DateTimeField(default=timezone.now)
+    seen_at = models.DateTimeField(null=True, blank=True)  # opened from the inbox
+    notified_at = models.DateTimeField(null=True, blank=True)  # their browsers told (notify/)
+
+    class Meta:
+        ordering = ["assigned_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["review", "user"], name="one_assignment_per_person")
+        ]
+        indexes = [models.Index(fields=["user", "seen_at"], name="assignments_waiting")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} reviews {self.review_id}"

@@ -6,5 +6,11 @@ wanted, not in quiet hours, not looking already), ``queue`` (what is owed
 to which device, claimed so that each is sent once whichever process sees it first), ``send``
 (one notification to one push service), ``worker`` (each process's task that queues and sends).
 
+Email (docs/email.md): ``mailwho`` (who is mailed, at which confirmed addresses), ``mailsays``
+(a mail's subject, text and HTML, its links and unsubscribe link), ``mailowed`` (what is owed
+to which address, claimed once), ``mailsend`` (one mail through Django's mailer), ``mailwork``
+(the notifier's mail round), ``mailaddresses`` (adding and confirming addresses),
+``mailprefs`` (what a person wants mailed), ``digest`` (the daily digest).
+
 May import: ``activity.push`` (who is looking at a run) and every part below it.
 """

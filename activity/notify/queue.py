@@ -9,7 +9,9 @@ Nothing here runs on the request or the ingest path: each server process's ``wor
    that was told and has since been answered or closed is claimed again
    (``settled_told_at``) and each device that was told gets the same tag's "Answered by …".
    The unique (device, key) pair makes a device's notice once, whatever happens twice. A comment
-   that mentions someone is claimed likewise (``Mention.notified_at``) and told to their devices.
+   that mentions someone is claimed likewise (``Mention.notified_at``) and told to their devices,
+   and so is a run's review asked of someone (``ReviewAssignment.notified_at``; as a mention's,
+   by their mentions preference: docs/architecture.md#the-review-queue).
    A turn that ended is claimed likewise (``InferenceAttempt.told_at``) and told to the run's
    followers. Who is told is ``who.told``'s: wanted, not in quiet hours, not looking already.
 2. ``take``: notices not sent are claimed one by one (a conditional update of ``claimed_at``;
@@ -26,12 +28,21 @@ from django.conf import settings
 from django.db.models import F, Model, Q
 from django.utils import timezone
 
-from activity.models import InferenceAttempt, Membership, Mention, Notice, Prompt, PushDevice
+from activity.models import (
+    InferenceAttempt,
+    Membership,
+    Mention,
+    Notice,
+    Prompt,
+    PushDevice,
+    ReviewAssignment,
+)
 from activity.notify import says, who
 from activity.notify.send import Sent
 from activity.people import access
 
 MENTIONED = ("comment__author", "comment__tool__chat")
+ASSIGNED = ("assigned_by", "review__chat__workspace")
 RETRY_SECONDS = 60  # a claimed notice not sent by then is taken again
 MAX_TRIES = 5
 KEEP_HOURS = 24 * 7  # a prompt open longer than this is replaced on no device
@@ -75,6 +86,12 @@ def owe() -> int:
     for mention in mentions.filter(created_at__lte=cutoff).select_related(*MENTIONED)[:BATCH]:
         if _claim(Mention, mention.pk, "notified_at"):
             made += _mentioned(mention)
+    assigned = ReviewAssignment.objects.filter(
+        notified_at__isnull=True, seen_at__isnull=True, review__reviewed_at__isnull=True
+    )
+    for assignment in assigned.filter(assigned_at__lte=cutoff).select_related(*ASSIGNED)[:BATCH]:
+        if _claim(ReviewAssignment, assignment.pk, "notified_at"):
+            made += _assigned(assignment)
     return made
 
 
@@ -112,6 +129,23 @@ def _mentioned(mention: Mention) -> int:
     notices = [
         Notice(device=d, key=f"mention:{mention.pk}", payload=payload)
         for d in PushDevice.objects.filter(user=mention.user_id)
+    ]
+    return len(Notice.objects.bulk_create(notices, ignore_conflicts=True))
+
+
+def _assigned(assignment: ReviewAssignment) -> int:
+    """The person asked to review a run, if they still may see it and want to be told (as of a
+    mention). Each time the review is asked for is told once (its ``requested_at`` in the key)."""
+    chat = assignment.review.chat
+    if not Membership.objects.filter(user=assignment.user_id, workspace=chat.workspace_id).exists():
+        return 0
+    if not who.told([assignment.user_id], "mentions", chat.pk, timezone.now()):
+        return 0
+    asked = assignment.review.requested_at.isoformat()
+    payload = says.assigned(assignment)
+    notices = [
+        Notice(device=d, key=f"review:{assignment.pk}:{asked}", payload=payload)
+        for d in PushDevice.objects.filter(user=assignment.user_id)
     ]
     return len(Notice.objects.bulk_create(notices, ignore_conflicts=True))
 

@@ -11,7 +11,14 @@ from django.core import signing
 from django.urls import reverse
 
 from activity.core.contract import ChoiceIntent, bound
-from activity.models import Chat, InferenceAttempt, Mention, Prompt, PromptKind
+from activity.models import (
+    Chat,
+    InferenceAttempt,
+    Mention,
+    Prompt,
+    PromptKind,
+    ReviewAssignment,
+)
 from activity.show import statuses
 
 SALT = "koruweb.notify.answer"
@@ -104,6 +111,19 @@ def mentioned(mention: Mention) -> dict[str, Any]:
         "body": bound(comment.text, BODY_CHARS) or "",
         "tag": f"mention-{mention.pk}",
         "url": reverse("open-mention", args=[mention.pk]),
+        "actions": [],
+    }
+
+
+def assigned(assignment: ReviewAssignment) -> dict[str, Any]:
+    """A run's review asked of its person (the review queue): who asked, which run."""
+    chat = assignment.review.chat
+    who = assignment.assigned_by.get_username() if assignment.assigned_by else "someone"
+    return {
+        "title": f"{who} asked you to review {run_name(chat)}",
+        "body": bound(f"In {chat.workspace.name}: open the run to review it.", BODY_CHARS) or "",
+        "tag": f"review-{assignment.pk}",
+        "url": reverse("chat", args=[chat.pk]),
         "actions": [],
     }
 

@@ -13,7 +13,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from activity.models import Notice
-from activity.notify import queue, send
+from activity.notify import hookqueue, mailwork, queue, send
 
 log = logging.getLogger(__name__)
 AT_ONCE = 8  # pushes in flight from one process
@@ -37,10 +37,12 @@ async def run() -> None:
 
 
 async def tick() -> None:
+    await mailwork.tick()  # email, off the request and ingest paths too (docs/email.md)
     await database_sync_to_async(queue.owe)()
     while notices := await database_sync_to_async(queue.take)():
         for first in range(0, len(notices), AT_ONCE):
             await asyncio.gather(*(deliver(n) for n in notices[first : first + AT_ONCE]))
+    await hookqueue.tick()  # the workspaces' webhooks (docs/webhooks.md)
 
 
 async def deliver(notice: Notice) -> None:

@@ -3,7 +3,10 @@
 An admin makes an invite for a role and a lifetime and gets its link, shown once: only the
 hash of its secret is kept, as for agent tokens. The link works once, before it expires and
 unless an admin revoked it: a new person sets a username and password there, someone with an
-account logs in first; either way they join with the invite's role. Unknown links count as
+account logs in first; either way they join with the invite's role. An invite may carry an
+email address: whoever joins by it gets that address, unconfirmed — koruweb does not mail
+invites, so the link may have reached them another way — and is mailed its confirmation link
+(``web/invites.py``, docs/email.md). Unknown links count as
 failures against the address, like wrong passwords on the login page (``activity/people/login.py``):
 after ``LOGIN_FAILURE_LIMIT`` of them within ``LOGIN_LOCKOUT_SECONDS`` the address is refused
 every invite link until the window ends.
@@ -45,6 +48,7 @@ def issue(
     days: int,
     by: Any,
     note: str = "",
+    email: str = "",
 ) -> tuple[Invite, str]:
     """A new invite; its secret is returned once and never stored."""
     plain = INVITE_PREFIX + secrets.token_urlsafe(32)
@@ -52,6 +56,7 @@ def issue(
         workspace=workspace,
         role=role,
         note=note,
+        email=email,
         digest=hash_token(plain),
         created_by=by,
         expires_at=timezone.now() + timedelta(days=days),

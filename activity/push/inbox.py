@@ -47,7 +47,7 @@ from activity.live.work import ChatChange
 from activity.models import Chat, Membership, Prompt
 from activity.people import access
 from activity.push import watching
-from activity.review import mentions
+from activity.review import mentions, queue
 from activity.review import runs as runs_list
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,8 @@ def counts(user: Any) -> dict[str, Any]:
         shown = {str(w): 0 for w in workspaces}
     per = prompts.values("chat__workspace_id").annotate(n=Count("id"))
     shown.update({str(entry["chat__workspace_id"]): entry["n"] for entry in per})
-    return {"counts": shown, "all": workspaces is None, "mentions": mentions.waiting_count(user)}
+    mentioned, asked = queue.waiting_counts(user)  # and the runs they are asked to review
+    return {"counts": shown, "all": workspaces is None, "mentions": mentioned, "reviews": asked}
 
 
 def snapshot(user: Any) -> str:
@@ -227,11 +228,13 @@ def announce_sync(change: ChatChange) -> None:
 
 
 def mentions_texts(user_ids: Iterable[int], announced: bool) -> dict[int, str]:
-    """What each person's pages hear of their mentions: how many wait, and, when a comment
-    has just mentioned them (``announced``), who mentioned them where, to be read out."""
+    """What each person's pages hear of their mentions and of the runs they are asked to
+    review (``reviews``: review/queue.py): how many wait, and, when a comment has just
+    mentioned them (``announced``), who mentioned them where, to be read out."""
     texts = {}
     for person in get_user_model().objects.filter(pk__in=list(user_ids)):
-        said: dict[str, Any] = {"mentions": mentions.waiting_count(person)}
+        mentioned, asked = queue.waiting_counts(person)
+        said: dict[str, Any] = {"mentions": mentioned, "reviews": asked}
         newest = mentions.newest(person) if announced else None
         if newest is not None:
             who = newest.comment.author.get_username() if newest.comment.author else "Someone"

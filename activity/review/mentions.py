@@ -156,6 +156,12 @@ def _waiting(user: Any) -> models.QuerySet[Mention]:
     )
 
 
+def waiting(user: Any) -> models.QuerySet[Mention]:
+    """The mentions waiting for this person (``waiting_count``'s), as a query to count along
+    with others (review/queue.py ``waiting_counts``)."""
+    return _waiting(user)
+
+
 def member_names(workspace_id: Any) -> list[str]:
     """The usernames a comment in this workspace's runs may mention, for completion."""
     members = Membership.objects.filter(workspace_id=workspace_id)

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from activity.core.refusals import Refusal
-from activity.models import Chat, ReviewOutcome, RunReview
+from activity.models import Chat, ReviewAssignment, ReviewOutcome, RunReview
 from activity.people import access
 
 NOTE_CHARS = 4000
@@ -26,8 +26,10 @@ def allowed(user: User, chat: Chat) -> None:
 
 
 def request(chat: Chat, user: User) -> RunReview:
-    """Mark the run as needing a review (again, if it was reviewed: that review is replaced)."""
+    """Mark the run as needing a review (again, if it was reviewed: that review is replaced,
+    and the people it is assigned to are asked again: back in their inboxes, told again)."""
     allowed(user, chat)
+    given = RunReview.objects.filter(chat=chat, reviewed_at__isnull=False).exists()
     review, _ = RunReview.objects.update_or_create(
         chat=chat,
         defaults={
@@ -39,6 +41,9 @@ def request(chat: Chat, user: User) -> RunReview:
             "reviewed_at": None,
         },
     )
+    if given:  # asked again: its people too (not the one asking, who knows)
+        again = ReviewAssignment.objects.filter(review=review).exclude(user=user)
+        again.update(seen_at=None, notified_at=None)
     return review
 
 
@@ -68,13 +73,47 @@ def filtered(state: str) -> dict[str, object]:
     return {}
 
 
+def _name(user: User | None) -> str | None:
+    return user.get_username() if user is not None else None
+
+
 def markdown(chat: Chat) -> list[str]:
-    """What the transcript says of the run's review (nothing if it has none)."""
+    """What the transcript says of the run's review (nothing if it has none): its state, who
+    gave it, its note, and who it is assigned to (the review queue)."""
     review = RunReview.objects.filter(chat=chat).select_related("reviewed_by").first()
     if review is None:
         return []
+    found = ReviewAssignment.objects.filter(review=review)
+    people = list(found.values_list("user__username", flat=True))
+    assigned = [f"Assigned to: {', '.join(people)}", ""] if people else []
     if not review.done:
-        return ["Review: needed", ""]
-    who = review.reviewed_by.get_username() if review.reviewed_by else "a former member"
+        return ["Review: needed", "", *assigned]
+    who = _name(review.reviewed_by) or "a former member"
     said = [f"Review: {ReviewOutcome(review.outcome).label.lower()}, by {who}"]
-    return [*said, "", *([review.note, ""] if review.note else [])]
+    return [*said, "", *([review.note, ""] if review.note else []), *assigned]
+
+
+def record(chat: Chat) -> dict[str, object] | None:
+    """The run's review as the JSON export gives it (``?with=review``); None if it has none."""
+    found = RunReview.objects.filter(chat=chat).select_related("requested_by", "reviewed_by")
+    review = found.first()
+    if review is None:
+        return None
+    assigned = ReviewAssignment.objects.filter(review=review).select_related("user", "assigned_by")
+    return {
+        "state": "reviewed" if review.done else "needed",
+        "outcome": review.outcome or None,
+        "note": review.note,
+        "requested_by": _name(review.requested_by),
+        "requested_at": review.requested_at.isoformat(),
+        "reviewed_by": _name(review.reviewed_by),
+        "reviewed_at": review.reviewed_at.isoformat() if review.reviewed_at else None,
+        "assignees": [
+            {
+                "username": a.user.get_username(),
+                "assigned_by": _name(a.assigned_by),
+                "assigned_at": a.assigned_at.isoformat(),
+            }
+            for a in assigned
+        ],
+    }

@@ -89,10 +89,13 @@ def save(user: User, fields: dict[str, str]) -> SavedView:
         if chat is None:
             raise Refusal("That run is not one you may see.", 404)
     workspace = _workspace(user, fields.get("share", ""), chat)
-    if SavedView.objects.filter(owner_id=user.pk).count() >= VIEWS_PER_PERSON:
+    owner = user.pk
+    if owner is None:
+        raise Refusal("Log in to save a view.", 401)
+    if SavedView.objects.filter(owner_id=owner).count() >= VIEWS_PER_PERSON:
         raise Refusal(f"You have {VIEWS_PER_PERSON} saved views: delete one first.", 409)
     return SavedView.objects.create(
-        owner_id=user.pk,
+        owner_id=owner,
         workspace=workspace or (chat.workspace if chat else None),
         chat=chat,
         name=name,

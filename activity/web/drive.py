@@ -23,7 +23,8 @@ from activity.live import drive, resume
 from activity.models import Chat, Role
 from activity.people import access
 from activity.push import broadcast
-from activity.review import reviews
+from activity.push import inbox as needs
+from activity.review import queue, reviews
 from activity.web.requests import HtmxRequest
 
 Action = Callable[[Chat, User], drive.Done]
@@ -120,4 +121,5 @@ def review_run(request: HtmxRequest, chat_id: uuid.UUID) -> HttpResponse:
             reviews.give(chat, user, outcome, note)  # type: ignore[arg-type]
     except Refusal as refusal:
         return said(request, str(refusal), "refused", refusal.status)
+    needs.tell_mentions_sync(queue.assignee_ids(chat))  # in their inboxes, or no longer
     return redirect("chat", chat.pk)

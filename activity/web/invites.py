@@ -20,9 +20,11 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_http_methods
 
 from activity.models import Invite, InviteState, Role, Workspace
+from activity.notify import mailaddresses
 from activity.people import invites
 from activity.people.login import wait_words
 from activity.people.workspaces import Invalid, parse_role
+from activity.web import mail as mail_views
 from activity.web import workspaces
 
 LIST = "activity/people/invites.html"
@@ -44,9 +46,10 @@ def create(request: HttpRequest, workspace: Workspace) -> HttpResponse:
         note = request.POST.get("note", "").strip()
         if len(note) > 100:
             raise Invalid(f"A note is at most 100 characters; this has {len(note)}.")
+        email = invite_email(request.POST.get("email", ""))
     except Invalid as invalid:
         return page(request, workspace, error=str(invalid), status=400)
-    invite, plain = invites.issue(workspace, role, days, request.user, note)
+    invite, plain = invites.issue(workspace, role, days, request.user, note, email)
     link = request.build_absolute_uri(reverse("invite", args=[plain]))
     # Rendered, not redirected: the link exists only in this response.
     return page(request, workspace, new=(invite, link))
@@ -98,6 +101,7 @@ def invite(request: HttpRequest, token: str) -> HttpResponse:
     except invites.Unusable as unusable:
         return link_page(request, found, status=410, refusal=str(unusable))
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    carry_email(request, found, user)
     return redirect("invite", token)  # the link now says "you joined", and where to go
 
 
@@ -106,10 +110,38 @@ def join(request: HttpRequest, found: Invite, user: object) -> HttpResponse:
         invites.redeem(found.pk, user)
     except invites.Unusable as unusable:
         return link_page(request, found, status=410, refusal=str(unusable))
+    carry_email(request, found, user)
     return redirect(request.path)  # the link now says "you joined"
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+# --- the address an invite carries (issue 31, docs/email.md) ---------------------------------
+
+
+def invite_email(value: str) -> str:
+    """The address an invite carries ("" for none), or why it is refused."""
+    if not value.strip():
+        return ""
+    try:
+        return mailaddresses.normal(value)
+    except mailaddresses.Refused as refused:
+        raise Invalid(str(refused)) from None
+
+
+def carry_email(request: HttpRequest, found: Invite, user: object) -> None:
+    """Whoever joined by an invite that carries an address gets it, unconfirmed, and its
+    confirmation link by mail: koruweb does not mail invites, so joining proves nothing about
+    the mailbox. An address they have already, or a sixth, is left out."""
+    if not found.email:
+        return
+    try:
+        mailaddresses.add(user, found.email)
+    except mailaddresses.Refused:
+        return
+    mail_views.wake(request)
+    messages.info(request, f"A link to confirm {found.email} is on its way to it.")
 
 
 def lifetime(value: str) -> int:

@@ -157,17 +157,20 @@ def _chat_for_export(request: HttpRequest, chat_id: uuid.UUID) -> Chat | HttpRes
 
 @require_GET
 def tool_activity(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse | StreamingHttpResponse:
-    """The contract's JSON: every row of the chat; ``live`` is null on a repository read."""
+    """The contract's JSON: every row of the chat; ``live`` is null on a repository read.
+    ``?with=review``: an object instead, ``{"review": …, "rows": [the same rows]}`` (the run's
+    review and who it is assigned to, or null: docs/architecture.md#the-review-queue)."""
     chat = _chat_for_export(request, chat_id)
     if isinstance(chat, HttpResponse):
         return chat
     rows = chat.tool_activities.order_by("position")
+    review = reviews.record(chat) if request.GET.get("with") == "review" else False
 
     def stream() -> Iterator[str]:
-        yield "["
+        yield "[" if review is False else '{"review": ' + json.dumps(review) + ', "rows": ['
         for n, row in enumerate(rows.iterator(chunk_size=500)):
             yield ("," if n else "") + json.dumps(row.to_record().to_json())
-        yield "]"
+        yield "]" if review is False else "]}"
 
     return StreamingHttpResponse(stream(), content_type="application/json")
 

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from activity.web import changes as change_views
 from activity.web import drive as drive_views
+from activity.web import hooks as hook_views
 from activity.web import hosts as host_views
 from activity.web import invites as invite_views
+from activity.web import mail as mail_views  # email (docs/email.md)
 from activity.web import mentions as mention_views
 from activity.web import notifications, review, saved, shares, views, workspaces
+from activity.web import passwords as password_views  # password reset (docs/email.md)
+from activity.web import queue as queue_views  # the review queue (docs/architecture.md)
 from activity.web import search as search_views
 
 urlpatterns = [
@@ -59,6 +64,14 @@ urlpatterns = [
     path("chats/<uuid:chat_id>/resume", drive_views.resume_run, name="resume-run"),
     path("chats/<uuid:chat_id>/stop", drive_views.stop_run, name="stop-run"),
     path("chats/<uuid:chat_id>/review", drive_views.review_run, name="review-run"),
+    path("chats/<uuid:chat_id>/review/assign", queue_views.assign, name="assign-review"),
+    path("chats/<uuid:chat_id>/review/unassign", queue_views.unassign, name="unassign-review"),
+    path("reviews/", queue_views.queue_page, name="review-queue"),
+    path(
+        "reviews/assignments/<int:assignment_id>/",
+        queue_views.open_assignment,
+        name="open-assignment",
+    ),
     path("chats/<uuid:chat_id>/changes/", change_views.changes, name="changes"),
     path("chats/<uuid:chat_id>/share", shares.make, name="share-run"),
     path("shares/<int:link_id>/revoke", shares.revoke, name="revoke-share"),
@@ -83,6 +96,21 @@ urlpatterns = [
         workspaces.revoke_token,
         name="revoke-token",
     ),
+    # Webhooks (docs/webhooks.md)
+    path("workspaces/<slug:slug>/webhooks/create", hook_views.create, name="create-webhook"),
+    path(
+        "workspaces/<slug:slug>/webhooks/<int:hook_id>/test", hook_views.test, name="test-webhook"
+    ),
+    path(
+        "workspaces/<slug:slug>/webhooks/<int:hook_id>/switch",
+        hook_views.switch,
+        name="switch-webhook",
+    ),
+    path(
+        "workspaces/<slug:slug>/webhooks/<int:hook_id>/delete",
+        hook_views.delete,
+        name="delete-webhook",
+    ),
     path("workspaces/<slug:slug>/invites/", invite_views.invite_list, name="invites"),
     path("workspaces/<slug:slug>/invites/create", invite_views.create, name="create-invite"),
     path(
@@ -94,4 +122,28 @@ urlpatterns = [
     path("runs/new", host_views.new_run, name="new-run"),
     path("runs/new/start", host_views.start, name="new-run-start"),
     path("runs/new/<uuid:run_id>/", host_views.starting, name="new-run-starting"),
+    # --- email: addresses, what to mail, a mail's links; password reset (docs/email.md) ---
+    path("settings/email/add", mail_views.add, name="mail-add"),
+    path("settings/email/<int:address_id>/resend", mail_views.resend, name="mail-resend"),
+    path("settings/email/<int:address_id>/remove", mail_views.remove, name="mail-remove"),
+    path("settings/email/prefs", mail_views.prefs, name="mail-prefs"),
+    path("settings/email/on", mail_views.turn_on, name="mail-on"),
+    path("email/confirm/<str:token>/", mail_views.confirm, name="mail-confirm"),
+    path("email/unsubscribe/<str:token>/", mail_views.unsubscribe, name="mail-unsubscribe"),
+    path("accounts/password-reset/", password_views.ResetView.as_view(), name="password_reset"),
+    path(
+        "accounts/password-reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(),
+        name="password_reset_done",
+    ),
+    path(
+        "accounts/password-reset/<uidb64>/<token>/",
+        password_views.ConfirmView.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "accounts/password-reset/done/",
+        auth_views.PasswordResetCompleteView.as_view(),
+        name="password_reset_complete",
+    ),
 ]

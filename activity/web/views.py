@@ -18,7 +18,7 @@ from activity.notify import who
 from activity.people import access
 from activity.push import broadcast, watching
 from activity.push import inbox as needs
-from activity.review import filters, mentions, reads, shares
+from activity.review import filters, mentions, queue, reads, shares
 from activity.review import runs as runs_list
 from activity.show import dom
 from activity.web.requests import HtmxRequest
@@ -63,7 +63,12 @@ def chat(request: HttpRequest, chat_id: uuid.UUID) -> HttpResponse:
         "following": who.follows(int(request.user.pk or 0), found),
         "review": RunReview.objects.filter(chat=found).select_related("reviewed_by").first(),
         "outcomes": ReviewOutcome.choices,
+        "assignees": queue.assignees(found),  # the review queue (review/queue.py)
     }
+    if context["can_answer"]:
+        taken = [a.user_id for a in context["assignees"]]
+        context["assignable"] = queue.assignable(found).exclude(pk__in=taken)
+        context["assign_full"] = len(taken) >= queue.MAX_ASSIGNEES
     if shares.may_share(request.user, found):
         context |= {"can_share": True, "share_lasts": shares.LASTS}
         context["share_links"] = shares.live_links(found).select_related("created_by")
@@ -76,7 +81,9 @@ def inbox(request: HttpRequest) -> HttpResponse:
     prompts = reads.inbox(access.answerable_chats(request.user))
     mentioned, count = mentions.waiting_for(request.user), mentions.waiting_count(request.user)
     context = {"prompts": prompts, "mentions": mentioned, "mention_count": count}
-    context |= {"waiting": len(prompts) + count, "can_answer": True}
+    assigned, assigned_count = queue.waiting_for(request.user), queue.waiting_count(request.user)
+    context |= {"assigned": assigned, "assigned_count": assigned_count}
+    context |= {"waiting": len(prompts) + count + assigned_count, "can_answer": True}
     return render(request, "activity/people/inbox.html", context)
 
 

@@ -26,6 +26,7 @@ from activity.live import presence, run_tokens
 from activity.live.work import ChatChange
 from activity.models import AgentToken, Membership, Role, Workspace
 from activity.models.accounts import TokenKind
+from activity.notify import hooklog
 from activity.people import access
 from activity.people.workspaces import (
     Invalid,
@@ -193,6 +194,7 @@ def page(
     error: str = "",
     new_token: tuple[AgentToken, str] | None = None,
     status: int = 200,
+    **more: object,  # the webhooks' own (activity/web/hooks.py): a new one and its secret
 ) -> HttpResponse:
     context = {
         "workspace": workspace,
@@ -205,6 +207,8 @@ def page(
         "share_links": shares.listed(workspace),
         "share_roles": shares.SHARE_ROLES,
         "error": error,
+        "hooks": hooklog.section(workspace),  # webhooks and their delivery log (docs/webhooks.md)
+        **more,
     }
     if new_token is not None:
         scheme = "wss" if request.is_secure() else "ws"

@@ -105,6 +105,7 @@ async def test_a_needs_socket_starts_from_the_count_of_each_workspace_where_its_
             "counts": {str(acme.pk): 0},
             "all": False,
             "mentions": 0,
+            "reviews": 0,
         }
     finally:
         await socket.disconnect()
@@ -227,7 +228,12 @@ def test_the_runs_list_says_a_waiting_run_needs_an_approver_and_only_waits_for_a
 def test_a_superuser_counts_every_workspace(acme):
     waiting_run(acme)
     boss = User.objects.create_superuser("boss")
-    assert needs.counts(boss) == {"counts": {str(acme.pk): 1}, "all": True, "mentions": 0}
+    assert needs.counts(boss) == {
+        "counts": {str(acme.pk): 1},
+        "all": True,
+        "mentions": 0,
+        "reviews": 0,
+    }
 
 
 def test_a_page_asking_for_lines_is_heard_only_with_a_short_list_of_run_ids():

@@ -189,13 +189,17 @@ async def test_the_mentioned_persons_pages_hear_the_count_and_who_mentioned_them
         await daves.receive_json_from()
         assert await database_sync_to_async(comment)(bob, row, "@alice have a look") == 204
         heard = await said(alices, lambda m: "mentions" in m and "counts" not in m)
-        assert heard == {"mentions": 1, "said": "bob mentioned you in Fix the flaky test"}
+        assert heard == {
+            "mentions": 1,
+            "reviews": 0,
+            "said": "bob mentioned you in Fix the flaky test",
+        }
         assert await daves.receive_nothing(timeout=0.3)  # dave was not mentioned
 
         mention = await database_sync_to_async(Mention.objects.get)(user=alice)
         client = await database_sync_to_async(logged_in)(alice)
         await database_sync_to_async(client.post)(f"/mentions/{mention.pk}/dismiss")
-        assert await said(alices, lambda m: "mentions" in m) == {"mentions": 0}
+        assert await said(alices, lambda m: "mentions" in m) == {"mentions": 0, "reviews": 0}
     finally:
         await alices.disconnect()
         await daves.disconnect()

@@ -1,4 +1,4 @@
-// The inbox: the page title counts waiting prompts and mentions, and with the user's permission each new
+// The inbox: the page title counts waiting prompts, mentions and runs to review, and with the user's permission each new
 // prompt is announced by a notification, also while the tab is in the background.
 (() => {
   const list = () => document.getElementById("inbox-list");
@@ -6,7 +6,8 @@
   let known = ids();
 
   const retitle = () => {
-    const count = Number(list()?.dataset.count || 0) + document.querySelectorAll("[data-mention-id]").length;
+    const count = Number(list()?.dataset.count || 0) + document.querySelectorAll("[data-mention-id]").length
+      + Number(document.getElementById("assigned")?.dataset.total || 0);
     document.title = `${count ? `(${count}) ` : ""}Inbox · koruweb`;
   };
 
@@ -62,17 +63,20 @@
     await htmx.swap({ sourceElement: live, target: live, swap: "none", text: fresh.outerHTML, transition: false });
     changed();
   });
-  // Mentions: needs.js says when this person's changed; the list is fetched again and morphed in.
+  // Mentions and runs to review: needs.js says when this person's changed; both lists are
+  // fetched again and morphed in.
   let fetching = null;
   const refetchMentions = async () => {
     const answer = await fetch(location.pathname, { headers: { Accept: "text/html" } });
     if (!answer.ok) return;
     const page = new DOMParser().parseFromString(await answer.text(), "text/html");
-    const fresh = page.getElementById("mentions");
-    const shown = document.getElementById("mentions");
-    if (!fresh || !shown) return;
-    fresh.setAttribute("hx-swap-oob", "outerMorph");
-    await htmx.swap({ sourceElement: shown, target: shown, swap: "none", text: fresh.outerHTML, transition: false });
+    for (const id of ["mentions", "assigned"]) {
+      const fresh = page.getElementById(id);
+      const shown = document.getElementById(id);
+      if (!fresh || !shown) continue;
+      fresh.setAttribute("hx-swap-oob", "outerMorph");
+      await htmx.swap({ sourceElement: shown, target: shown, swap: "none", text: fresh.outerHTML, transition: false });
+    }
     retitle();
   };
   document.addEventListener("koruweb:mentions", () => {

@@ -1,6 +1,7 @@
 // Needs you, on every page (activity/push/inbox.py): the count on Inbox and in the tab title (the
-// prompts this person may answer and the comments that mention them), a line read out when a
-// new prompt or mention arrives, and on the runs list each run's line in place.
+// prompts this person may answer, the comments that mention them and the runs they are asked to
+// review), a line read out when a new prompt or mention arrives, and on the runs list each run's
+// line in place.
 // The server says each workspace's count, once for everyone; this page adds up the
 // workspaces where its person may answer (the socket only hears of those). When this person's
 // access ends (activity/sockets/revoke.py) a line at the top of the page says so, and is read out:
@@ -16,10 +17,11 @@
   let counts = JSON.parse(link.dataset.counts || "{}");
   let everywhere = link.dataset.all === "true";
   let mentions = Number(link.dataset.mentions || 0); // comments that mention this person, unseen
+  let reviews = Number(link.dataset.reviews || 0); // runs they are asked to review, not opened yet
   const heard = new Set(); // prompts already read out
 
   // --- the count ---------------------------------------------------------------------------
-  const total = () => Object.values(counts).reduce((sum, n) => sum + n, mentions);
+  const total = () => Object.values(counts).reduce((sum, n) => sum + n, mentions + reviews);
   const show = () => {
     const n = total();
     badge.textContent = String(n);
@@ -131,12 +133,14 @@
       } else if (said.counts) {
         counts = said.counts; // this person's workspaces and counts, as they are now
         everywhere = said.all === true;
-        const before = mentions;
+        const before = [mentions, reviews].join();
         mentions = Number(said.mentions || 0);
+        reviews = Number(said.reviews || 0);
         show();
-        if (mentions !== before) document.dispatchEvent(new CustomEvent("koruweb:mentions")); // the inbox looks again
+        if ([mentions, reviews].join() !== before) document.dispatchEvent(new CustomEvent("koruweb:mentions")); // the inbox looks again
       } else if (typeof said.mentions === "number") {
         mentions = said.mentions; // a comment mentioned this person, or they saw a mention
+        reviews = Number(said.reviews || 0); // … or a run's review was assigned, opened, given
         show();
         if (said.said && announcer) say(said.said);
         document.dispatchEvent(new CustomEvent("koruweb:mentions"));
