@@ -162,7 +162,7 @@ class Worker:
 
     def shown(self, until: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
         """The notifications the worker shows, once ``until`` holds for them."""
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15  # a loaded machine: the worker may take a while
         while True:
             found = self.page.evaluate(
                 """navigator.serviceWorker.ready
