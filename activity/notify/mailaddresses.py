@@ -2,9 +2,9 @@
 that expires (``EMAIL_CONFIRM_HOURS``; only the link token's hash is kept), sending that link
 again, removing one. Only a confirmed address gets mail. docs/email.md.
 
-The link proves the mailbox, and it is bound to the account that added the address: opened
-while another person is logged in it is refused; opened logged out it confirms (the page says
-which address, never whose it is).
+The link proves the mailbox, and it is bound to the account that has the address: it confirms
+only for that account logged in (``web/mail.py``: an invite adds an address its inviter chose),
+and opened while another person is logged in it is refused.
 """
 
 from __future__ import annotations

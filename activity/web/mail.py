@@ -5,9 +5,11 @@ address is sent; the unsubscribe link every mail carries.
 - ``add``, ``resend``, ``remove`` (POST, logged in): an address, its confirmation link again,
   or one removed. ``prefs`` (POST): what to mail; ``turn_on`` (POST): mail again after an
   unsubscribe. Each goes back to the notifications page with a message.
-- ``confirm`` (no login, no CSRF token: the link's token is the proof): GET shows the address
-  and a button, POST confirms it (a link a mail scanner fetches confirms nothing). Refused
-  when another person is logged in.
+- ``confirm`` (logged in as the account that has the address): GET shows the address and a
+  button, POST confirms it (a link a mail scanner fetches confirms nothing). The link proves the
+  mailbox, the login that the account wants it: an invite adds the address its inviter typed,
+  who must not confirm it alone and then reset the account's password through it. Refused
+  when another person is logged in; logged out, the login page comes first.
 - ``unsubscribe`` (no login, no CSRF token: the signed token stands in for it): GET shows one
   button, POST — the button, or a mail client's one-click POST (RFC 8058) — turns all mail off.
 """
@@ -21,6 +23,7 @@ from asgiref.sync import async_to_sync
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -119,14 +122,15 @@ def turn_on(request: HttpRequest) -> HttpResponse:
     return back()
 
 
-@csrf_exempt  # the link's token is the proof (and a CSRF failure would log its address)
 @require_http_methods(["GET", "POST"])
 def confirm(request: HttpRequest, token: str) -> HttpResponse:
+    if not request.user.is_authenticated:  # the mailbox alone does not speak for the account
+        return redirect_to_login(request.get_full_path())
     address = mailaddresses.find(token)
     if address is None:
         words = "This confirmation link is not valid, or was used already."
         return page(request, "refused", status=404, words=words)
-    if request.user.is_authenticated and request.user.pk != address.user_id:
+    if request.user.pk != address.user_id:
         words = (
             "This link confirms an address of another account than the one you are logged "
             "in as: log out, or log in as that account, and open it again."

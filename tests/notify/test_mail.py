@@ -122,7 +122,7 @@ def test_a_confirmation_link_expires_and_a_forged_one_is_refused(mailbox, acme_a
     assert not EmailAddress.objects.get().confirmed
 
 
-def test_a_confirmation_link_confirms_logged_out_but_not_for_another_person(
+def test_a_confirmation_link_asks_for_a_login_first_and_refuses_another_person(
     mailbox, acme_approver, acme_viewer
 ):
     logged_in(acme_approver).post("/settings/email/add", {"email": "alice@acme.test"})
@@ -130,9 +130,17 @@ def test_a_confirmation_link_confirms_logged_out_but_not_for_another_person(
     link = confirmation_link(mailbox, "alice@acme.test")
     refused = logged_in(acme_viewer).post(link)
     assert refused.status_code == 403 and "another account" in refused.content.decode()
-    anyone = Client(enforce_csrf_checks=True)  # the link is the proof: no CSRF token needed
-    assert "Confirm alice@acme.test" in anyone.get(link).content.decode()
-    done = anyone.post(link)
+    anyone = Client()
+    for asked in (anyone.get(link), anyone.post(link)):
+        assert asked.status_code == 302 and asked["Location"] == f"/accounts/login/?next={link}"
+    assert not EmailAddress.objects.get().confirmed
+    owner = Client(enforce_csrf_checks=True)  # logged in: its button's form carries the token
+    owner.force_login(acme_approver)
+    page = owner.get(link).content.decode()
+    assert "Confirm alice@acme.test" in page
+    token = page.split('name="csrfmiddlewaretoken" value="')[1].split('"')[0]
+    assert owner.post(link).status_code == 403  # a post from another site confirms nothing
+    done = owner.post(link, {"csrfmiddlewaretoken": token})
     assert done.status_code == 200 and "alice@acme.test is confirmed" in done.content.decode()
     assert EmailAddress.objects.get().confirmed
 
@@ -371,6 +379,35 @@ def test_an_invite_carries_an_address_which_the_new_member_confirms_by_mail(
     assert address.email == "dana@acme.test" and not address.confirmed  # joining proves nothing
     tick()
     stranger.post(confirmation_link(mailbox, "dana@acme.test"))
+    assert EmailAddress.objects.get(pk=address.pk).confirmed
+
+
+def test_an_invited_address_is_confirmed_only_by_its_account_so_its_inviter_cannot_reset_it(
+    mailbox, as_admin, acme
+):
+    made = as_admin.post(
+        "/workspaces/acme/invites/create",
+        {"role": "viewer", "days": "7", "email": "mallory@evil.test"},
+    )
+    link = made.content.decode().split('value="http://testserver')[1].split('"')[0]
+    victor = User.objects.create_user("victor", password="a long passphrase 42")
+    member = logged_in(victor)
+    joined = member.post(link)  # an account of its own joins by the invite: it adds the address
+    assert joined.status_code == 302
+    address = EmailAddress.objects.get(user=victor)
+    assert address.email == "mallory@evil.test" and not address.confirmed
+    tick()
+    link = confirmation_link(mailbox, "mallory@evil.test")
+    # The inviter holds the mailbox, not the account: the link asks them to log in as it.
+    for asked in (Client().get(link), Client().post(link)):
+        assert asked.status_code == 302 and asked["Location"].startswith("/accounts/login/?next=")
+    assert not EmailAddress.objects.get(pk=address.pk).confirmed
+    mailbox.clear()
+    Client().post("/accounts/password-reset/", {"email": "mallory@evil.test"})
+    tick()
+    assert mailbox.to("mallory@evil.test") == []  # no reset link for victor's account
+    assert "Confirm mallory@evil.test" in member.get(link).content.decode()
+    assert member.post(link).status_code == 200  # the account itself, logged in, confirms it
     assert EmailAddress.objects.get(pk=address.pk).confirmed
 
 
