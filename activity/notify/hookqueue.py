@@ -29,6 +29,7 @@ from activity.models import Delivery, Webhook
 from activity.notify import hookbody, hooks, hooksend
 
 log = logging.getLogger(__name__)
+LONGEST_WAIT = 24 * 3600.0  # seconds between two tries of a delivery, at most
 AT_ONCE = 8  # posts in flight from one process
 _pool = ThreadPoolExecutor(max_workers=AT_ONCE, thread_name_prefix="webhooks")
 _inflight: set[Future[None]] = set()
@@ -86,7 +87,8 @@ def done(delivery_id: int, attempt: hooksend.Attempt) -> None:
     if attempt.final or attempts >= settings.WEBHOOK_MAX_TRIES:
         row.update(failed_at=now, **said)
         return
-    wait = float(settings.WEBHOOK_RETRY_SECONDS) * 2 ** max(attempts - 1, 0)
+    doublings = min(max(attempts - 1, 0), 20)  # a day between tries at most, whatever the settings
+    wait = min(float(settings.WEBHOOK_RETRY_SECONDS) * 2**doublings, LONGEST_WAIT)
     row.update(next_try_at=now + timedelta(seconds=wait), **said)
 
 
