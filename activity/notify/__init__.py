@@ -12,5 +12,10 @@ to which address, claimed once), ``mailsend`` (one mail through Django's mailer)
 (the notifier's mail round), ``mailaddresses`` (adding and confirming addresses),
 ``mailprefs`` (what a person wants mailed), ``digest`` (the daily digest).
 
+Webhooks (docs/webhooks.md): ``hooks`` (which events are owed to which webhook, claimed once),
+``hookbody`` (the Slack and the signed JSON formats), ``hookaddr`` (the address rules),
+``hooksend`` (one signed post to the checked address, no redirects), ``hookqueue`` (claims,
+retries with backoff, the notifier's webhook round), ``hooklog`` (the workspace page's log).
+
 May import: ``activity.push`` (who is looking at a run) and every part below it.
 """
