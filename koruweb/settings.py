@@ -346,7 +346,15 @@ LOGGING = {
 # --- Email (issue 31: docs/email.md) -------------------------------------------------------
 # Mail goes out through SMTP, set from the environment under the names Django's EMAIL_* settings
 # had; Django 6.1 deprecates those settings for MAILERS, so they fill the default mailer's.
-EMAIL_BACKEND_PATH = envstr("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+# Without a mail server named, a development server prints its mail (confirmation links among it)
+# in its own output instead of failing to reach localhost:25; production always uses SMTP.
+_PRINTED = not PRODUCTION and not envstr("EMAIL_HOST", "")
+EMAIL_BACKEND_PATH = envstr(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if _PRINTED
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
 _smtp: dict[str, Any] = {
     "host": envstr("EMAIL_HOST", "localhost"),
     "port": envint("EMAIL_PORT", 25, minimum=1),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.server.test_settings import run
+from tests.server.test_settings import PRODUCTION, run
 
 SHOW = (
     "import django, json; django.setup(); from django.conf import settings as s; "
@@ -50,3 +50,10 @@ def test_another_backend_takes_no_smtp_options():
     shown = run(SHOW, EMAIL_BACKEND="django.core.mail.backends.console.EmailBackend")
     mailers = json.loads(shown.stdout)[0]
     assert mailers["default"]["OPTIONS"] == {}
+
+
+def test_a_development_server_without_a_mail_server_prints_its_mail_and_production_uses_smtp():
+    development = json.loads(run(SHOW, KORUWEB_ENV="development").stdout)[0]
+    assert development["default"]["BACKEND"] == "django.core.mail.backends.console.EmailBackend"
+    production = json.loads(run(SHOW, **PRODUCTION).stdout)[0]
+    assert production["default"]["BACKEND"] == "django.core.mail.backends.smtp.EmailBackend"
