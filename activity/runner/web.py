@@ -45,7 +45,14 @@ NOT_RUNNING = "that turn is not running"
 EXITING = "this runner has run its prompts and is exiting (start it with --stay to keep it)"
 STOPPED = "this run was stopped from the web"
 # Modes that let an agent act without asking anyone (docs/agents.md): said aloud when listed.
-BYPASSING = frozenset({"bypassPermissions", "full-access", "yolo"})
+BYPASSING = frozenset(
+    {
+        "bypassPermissions",
+        "full-access",
+        "yolo",
+        "https://agentclientprotocol.com/protocol/session-modes#autopilot",  # Copilot CLI
+    }
+)
 # frames.SessionInfo's bounds.
 NAME_CHARS, SAID_CHARS, HINT_CHARS = 100, 500, 200
 MAX_MODES, MAX_COMMANDS = 50, 200

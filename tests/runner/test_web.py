@@ -438,6 +438,24 @@ def test_a_listed_mode_that_bypasses_permissions_is_said_aloud_when_the_session_
     assert info.web_modes == ["yolo"] and info.stays is True
 
 
+def test_copilots_autopilot_mode_a_url_is_said_aloud_as_a_mode_that_bypasses_permissions(
+    capsys: pytest.CaptureFixture[str],
+):
+    outbox = Outbox()
+    autopilot = "https://agentclientprotocol.com/protocol/session-modes#autopilot"
+    web = Web(outbox, TurnTable(outbox), allow_web=True, web_modes=[autopilot], stays=True)
+    agent = "https://agentclientprotocol.com/protocol/session-modes#agent"
+    web.start(None, "s1", setup.Modes((agent, autopilot), ("Agent", "Autopilot"), "mode"))  # type: ignore[arg-type]
+    said = capsys.readouterr().err
+    assert f"the web may switch the agent to {autopilot}: it then acts without asking" in said
+    (info,) = [SessionInfo.model_validate_json(text) for _, text in outbox.frames]
+    assert info.web_modes == [autopilot]
+    assert [(mode.id, mode.name) for mode in info.modes] == [
+        (agent, "Agent"),
+        (autopilot, "Autopilot"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("flags", "code", "error"),
     [

@@ -16,11 +16,11 @@ import pytest
 
 from activity.models import AgentToken, Role, Workspace
 from tests.agents.real.fakeapi import FakeModels
-from tests.agents.real.harness import BIN, RealRun, WebUser, isolated_env
+from tests.agents.real.harness import BIN, BIN_DIRS, RealRun, WebUser, isolated_env
 from tests.browser.helpers import PASSWORD, member
 from tests.liveserver import Server
 
-VENDORS = ("anthropic", "openai", "gemini")  # tests/agents/real/<vendor>.py
+VENDORS: tuple[str, ...] = ("anthropic", "openai", "gemini")  # tests/agents/real/<vendor>.py
 
 
 def vendor(name: str) -> ModuleType:
@@ -38,7 +38,9 @@ def fake_models() -> Iterator[FakeModels]:
 def real_agents() -> Path:
     """``node_modules/.bin`` of the pinned agents (``make test`` runs ``npm ci`` first)."""
     missing = [
-        command for name in VENDORS if not (BIN / (command := vendor(name).COMMAND[0])).exists()
+        command
+        for name in VENDORS
+        if not any((d / (command := vendor(name).COMMAND[0])).exists() for d in BIN_DIRS)
     ]
     if missing or shutil.which("node") is None:
         pytest.fail(
@@ -135,3 +137,10 @@ def start_agent(
         for run in runs:
             if run.process.poll() is None:
                 run.kill()
+
+
+# GitHub Copilot CLI through its own Anthropic provider (tests/agents/real/copilot.py).
+VENDORS = (*VENDORS, "copilot")
+
+# OpenCode: tests/agents/real/opencode.py (the chat completions fake under /opencode/).
+VENDORS = (*VENDORS, "opencode")

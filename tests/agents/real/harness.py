@@ -31,10 +31,14 @@ from tests.liveserver import BASE_DIR, child_env
 
 REAL = Path(__file__).resolve().parent
 BIN = REAL / "node_modules" / ".bin"
+# OpenCode's own binary package: it declares no bin (its opencode-ai wrapper, which would, lists
+# platform packages that were never published, and npm ci cannot lock it: package.json).
+OPENCODE_BIN = REAL / "node_modules" / "opencode-linux-x64" / "bin"
+BIN_DIRS = (BIN, OPENCODE_BIN)
 # Whatever the developer has set that could reach a real model or change an agent's behaviour.
 SCRUBBED = re.compile(
     r"^(ANTHROPIC_|CLAUDE|OPENAI_|CODEX_|GEMINI_|GOOGLE_|VERTEX|AWS_|AZURE_|HTTPS?_PROXY|"
-    r"ALL_PROXY|NO_PROXY|XDG_|NODE_OPTIONS|NPM_CONFIG_)",
+    r"ALL_PROXY|NO_PROXY|XDG_|NODE_OPTIONS|NPM_CONFIG_|COPILOT_|GH_TOKEN|GITHUB_TOKEN|OPENCODE)",
     re.IGNORECASE,
 )
 
@@ -54,7 +58,7 @@ def isolated_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
             "XDG_CACHE_HOME": str(home / ".cache"),
             "XDG_DATA_HOME": str(home / ".local" / "share"),
             "XDG_STATE_HOME": str(home / ".local" / "state"),
-            "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+            "PATH": os.pathsep.join([*map(str, BIN_DIRS), env.get("PATH", "")]),
             "NO_PROXY": "127.0.0.1,localhost",
             "DO_NOT_TRACK": "1",
             "CI": "1",

@@ -23,6 +23,8 @@ from tests.liveserver import BASE_DIR, Server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 VENDOR = {"claude-agent-acp": "anthropic", "codex-acp": "openai", "gemini": "gemini"}
+VENDOR["opencode"] = "opencode"  # tests/agents/real/opencode.py
+VENDOR["copilot"] = "copilot"  # Copilot CLI, through its own Anthropic provider (BYOK)
 
 
 # The runner's command lines the docs write, up to their flags, and what runs each here.
@@ -37,7 +39,8 @@ def agent_lines(path: Path) -> list[str]:
     continuations joined."""
     blocks = re.findall(r"```sh\n(.*?)```", path.read_text(), flags=re.S)
     lines = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
-    lines = [" ".join(line.split("#")[0].split()) for line in lines]
+    # A comment starts at a "#" after a space (Copilot's mode ids are URLs with a "#" in them).
+    lines = [" ".join(re.split(r"(?:^|\s)#", line)[0].split()) for line in lines]
     return [line for line in lines if re.search(r"(^|\s)(koruweb|manage\.py) agent ", line)]
 
 
@@ -63,10 +66,14 @@ def test_the_readme_and_the_agents_page_show_a_command_line_for_each_tested_agen
         shlex.split(line)[-2] for _, line in DOCUMENTED
     }
     assert {"claude-agent-acp", "codex-acp", "gemini"} <= agents
+    assert "opencode" in agents
+    assert "copilot" in agents
 
 
 @pytest.mark.parametrize(
-    ("where", "line"), DOCUMENTED, ids=[f"{where}:{line.split()[-1]}" for where, line in DOCUMENTED]
+    ("where", "line"),
+    DOCUMENTED,
+    ids=[f"{where}:{line.split(' -- ')[-1]}" for where, line in DOCUMENTED],
 )
 def test_a_documented_command_line_runs_one_turn_and_exits_0(
     where: str,
