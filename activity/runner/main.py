@@ -302,6 +302,7 @@ class Runner:
             web_prompt_id=prompt.web_prompt_id,
         )
         self.web.attempt_id = attempt_id
+        self.interrupts = 0  # a new turn: the first Ctrl-C cancels it, not the runner
         self.turn = asyncio.create_task(
             conn.prompt(session_id=self.session_id, prompt=[text_block(text)])
         )
@@ -365,9 +366,9 @@ class Runner:
             await asyncio.wait({turn}, timeout=CANCEL_SECONDS)
 
     def interrupt(self) -> None:
-        """Ctrl-C cancels the running turn; a second Ctrl-C exits."""
+        """Ctrl-C cancels the running turn; a second Ctrl-C, or one with no turn running, exits."""
         self.interrupts += 1
-        if self.interrupts > 1 or self.turn is None or self.conn is None:
+        if self.interrupts > 1 or self.turn is None or self.turn.done() or self.conn is None:
             raise KeyboardInterrupt
         say("cancelling the turn (Ctrl-C again to quit)")
         self.web.cancel_turn()

@@ -13,11 +13,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from channels_redis.core import RedisChannelLayer
+from django.db.models import QuerySet
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
@@ -280,6 +282,27 @@ def test_ctrl_c_cancels_the_running_turn(server, token):
     assert last_turn(run.chat_id).stop_reason == "cancelled"
     row = ToolActivity.objects.get(chat_id=run.chat_id)
     assert row.status in {"cancelled", "failed"} and row.error_code == "cancelled"
+
+
+def equals(found: QuerySet[Any], count: int) -> bool:
+    return found.count() == count
+
+
+def test_ctrl_c_in_a_later_turn_cancels_that_turn_and_the_runner_goes_on(server, token):
+    """Each turn's first Ctrl-C cancels it: one pressed in an earlier turn does not make the
+    next one quit the runner."""
+    agent = [sys.executable, str(AGENTS / "sdk_agent.py")]
+    run = Run(server.ws_url, token, agent, stdin="slow\nslow\n")
+    ended = InferenceAttempt.objects.filter(chat_id=run.chat_id, ended_at__isnull=False)
+    rows = ToolActivity.objects.filter(chat_id=run.chat_id)
+    for count in (1, 2):
+        eventually(partial(equals, rows, count))  # that turn's slow call is running
+        run.process.send_signal(signal.SIGINT)
+        eventually(partial(equals, ended, count))
+    code, err = run.finish()
+    assert code == 0, err
+    stops = InferenceAttempt.objects.filter(chat_id=run.chat_id).order_by("created_version")
+    assert [turn.stop_reason for turn in stops] == ["cancelled", "cancelled"]
 
 
 def test_a_bad_token_is_one_clear_line_and_exit_code_2(server):
