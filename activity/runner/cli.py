@@ -90,7 +90,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MODE,MODE",
         help="the agent's modes the web may switch to (default: none); a mode that "
         "bypasses permissions (claude's bypassPermissions, codex's full-access, gemini's "
-        "yolo) is offered only if listed here",
+        "yolo, copilot's …#autopilot) is offered only if listed here",
     )
     web.add_argument(
         "--stay",
