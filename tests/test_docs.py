@@ -154,3 +154,45 @@ def test_the_readmes_map_names_every_top_level_folder() -> None:
     top = {path.relative_to(ROOT).parts[0] for path, _ in files()}
     folders = {name for name in top if (ROOT / name).is_dir() and not name.startswith(".")}
     assert folders - set(readme_map()) == set()
+
+
+REAL_TESTS = ROOT / "tests" / "integration" / "real"
+# A test a cell names: `file.py::name`, `…::name` (the file of the row's first cell), with an
+# optional `[param]` suffix; words in parentheses after it are the cell's, not the name's.
+NAMED_TEST = re.compile(r"`((?:[\w./-]+\.py|…)::\w+)(?:\[[^`]*\])?`")
+
+
+def agents_table() -> list[tuple[str, list[tuple[str, str]]]]:
+    """The rows of docs/agents.md's "Agents and scenarios" table: each agent, and each test its
+    row names as (file under tests/integration/real/, function name)."""
+    text = (DOCS / "agents.md").read_text(encoding="utf-8")
+    section = text.split("## Agents and scenarios", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    assert len(lines) > 2 and set(lines[1]) <= set("|-"), "no table under the heading"
+    rows = []
+    for line in lines[2:]:
+        agent, *cells = (cell.strip() for cell in line.strip("|").split("|"))
+        named: list[tuple[str, str]] = []
+        for cell in cells:
+            for found in NAMED_TEST.finditer(cell):
+                file, name = found.group(1).split("::")
+                if file == "…":
+                    assert named, f"{agent}: '…::{name}' comes before any file"
+                    file = named[0][0]
+                named.append((file, name))
+        rows.append((agent, named))
+    return rows
+
+
+def test_every_test_the_agents_table_names_exists() -> None:
+    rows = agents_table()
+    assert len(rows) >= 5, [agent for agent, _ in rows]
+    missing = []
+    for agent, named in rows:
+        assert named, f"{agent}: its row names no test"
+        for file, name in named:
+            path = (REAL_TESTS / file).resolve()
+            source = path.read_text(encoding="utf-8") if path.is_file() else ""
+            if not re.search(rf"^\s*(?:async\s+)?def {re.escape(name)}\(", source, re.MULTILINE):
+                missing.append(f"{agent}: {file}::{name}")
+    assert missing == [], "tests docs/agents.md names that are not defined there"
