@@ -10,7 +10,6 @@ sends one runs on the in-memory layer and on Redis (team mode: every process hea
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 import uuid
@@ -32,6 +31,7 @@ from activity.sockets import revoke
 from activity.wire.frames import CLOSE_FORBIDDEN, CLOSE_GONE, CLOSE_UNAUTHORIZED
 from koruweb.asgi import application
 from tests import factories, frames
+from tests.sockets.talk import closed_with, heard
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 ORIGIN = (b"origin", b"http://localhost")
@@ -66,26 +66,6 @@ async def opened(client: Client, path: str) -> WebsocketCommunicator:
 
 def chat_page(chat_id: uuid.UUID) -> str:
     return f"/ws/chats/{chat_id}/?watching=1"
-
-
-async def closed_with(socket: WebsocketCommunicator) -> int:
-    """The code the server closes ``socket`` with, passing over what it sends before."""
-    async with asyncio.timeout(5):
-        while True:
-            output = await socket.receive_output(timeout=5)
-            if output["type"] == "websocket.close":
-                return int(output["code"])
-
-
-async def heard(socket: WebsocketCommunicator, until: Any) -> dict[str, Any]:
-    """The first message ``socket`` is sent for which ``until`` holds (within 5 s)."""
-    async with asyncio.timeout(5):
-        while True:
-            output = await socket.receive_output(timeout=5)
-            assert output["type"] == "websocket.send", f"closed instead: {output}"
-            message: dict[str, Any] = json.loads(output["text"])
-            if until(message):
-                return message
 
 
 async def watchers_listed(socket: WebsocketCommunicator, names: list[str]) -> None:

@@ -25,6 +25,7 @@ from activity.review import shares
 from activity.wire.frames import CLOSE_GONE, CLOSE_RATE
 from koruweb.asgi import application
 from tests import factories, frames
+from tests.sockets.talk import closed_with, heard
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 HOST = (b"host", b"localhost")
@@ -85,24 +86,6 @@ async def member_page(user: User, chat_id: uuid.UUID) -> WebsocketCommunicator:
     socket = WebsocketCommunicator(application, path, headers=[HOST, ORIGIN, (b"cookie", cookie)])
     assert (await socket.connect())[0]
     return socket
-
-
-async def closed_with(socket: WebsocketCommunicator) -> int:
-    async with asyncio.timeout(5):
-        while True:
-            output = await socket.receive_output(timeout=5)
-            if output["type"] == "websocket.close":
-                return int(output["code"])
-
-
-async def heard(socket: WebsocketCommunicator, until: Any) -> dict[str, Any]:
-    async with asyncio.timeout(5):
-        while True:
-            output = await socket.receive_output(timeout=5)
-            assert output["type"] == "websocket.send", f"closed instead: {output}"
-            message: dict[str, Any] = json.loads(output["text"])
-            if until(message):
-                return message
 
 
 async def test_a_link_page_hears_the_run_live_drawn_without_the_teams_own(
