@@ -131,6 +131,9 @@ def test_an_approver_starts_a_run_on_a_host_from_new_run_and_watches_it(
     entries = page.locator("#entries")
     expect(entries.get_by_role("link", name="koruweb/")).to_be_visible()
     url = page.url
+    # htmx takes over the page's links once it has loaded (a deferred script): a click before
+    # that is a plain navigation, which a loaded machine made happen once.
+    page.wait_for_function("() => document.readyState === 'complete' && !!window.htmx")
     entries.get_by_role("link", name="koruweb/").click()  # htmx: the listing alone is swapped
     expect(page.locator("#chosen-dir")).to_have_text(f"{disk}/koruweb")
     expect(page.locator("#entries")).to_contain_text("notes.txt")
